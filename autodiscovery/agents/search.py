@@ -1,0 +1,159 @@
+"""The built-in search agent: climbs the ladder of kernel families, then tunes knobs with TPE.
+
+Structural moves come first (the next untried family above the incumbent's, at its default), since
+the large gains are structural; then knob moves within the incumbent's family (and any higher family
+that was tried but did not win), proposed by Optuna's TPE sampler fitted to every measurement so far.
+A family stops getting knob moves after `knob_patience` of them without a keep. The agent keeps no
+state of its own: everything is rebuilt from the history, so a resumed run continues the same walk.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.campaign import Campaign
+from autodiscovery.space import Family, Space
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+MAX_ASKS = 60  # TPE draws per move before a family counts as exhausted
+MAX_REJECTED = 16  # constraint rejections recorded per call, at most
+
+
+def canon(knobs: dict[str, Any]) -> str:
+    return json.dumps(knobs, sort_keys=True)
+
+
+class SearchAgent:
+    name = "search"
+
+    def __init__(self, campaign: Campaign) -> None:
+        s = campaign.agent.search
+        self.space = Space(s.space)
+        self.seed = s.seed
+        self.patience = s.knob_patience
+        p = campaign.problem
+        self.shape = {"M": p.M, "N": p.N, "K": p.K}
+
+    # ---- the walk ---------------------------------------------------------------------------
+    def propose(self, history: History, n: int) -> list[Proposal]:
+        out: list[Proposal] = []
+        tried = {(r.family, canon(r.knobs)) for r in history.records}
+        inc_rung = self._rung(history.incumbent)
+        for fam in self.space.ladder():
+            if len(self._valid(out)) >= n:
+                break
+            if fam.rung > inc_rung and not any(r.family == fam.name for r in history.records):
+                out.append(self._structural(fam, history))
+                tried.add((fam.name, canon(out[-1].knobs)))
+        exhausted: set[str] = set()
+        while len(self._valid(out)) < n and len(out) - len(self._valid(out)) < MAX_REJECTED:
+            fam = self._active(history, exhausted, inc_rung)
+            if fam is None:
+                break
+            move = self._tpe_move(fam, history, out, tried)
+            if move is None:
+                exhausted.add(fam.name)
+                continue
+            tried.add((fam.name, canon(move.knobs)))
+            out.append(move)
+        return out
+
+    @staticmethod
+    def _valid(out: list[Proposal]) -> list[Proposal]:
+        return [p for p in out if p.rejected is None]
+
+    def _rung(self, rec: Record | None) -> int:
+        if rec is None or rec.family not in self.space.families:
+            return 0
+        return self.space.families[rec.family].rung
+
+    def _structural(self, fam: Family, history: History) -> Proposal:
+        knobs = dict(fam.default)
+        if fam.template and fam.violations(knobs, self.shape):
+            valid = [k for k in fam.configurations() if not fam.violations(k, self.shape)]
+            knobs = valid[0] if valid else knobs
+        inc = history.incumbent
+        base = f"from {inc.family} ({inc.score:.3g}× cuBLAS)" if inc and inc.score else "from the seed"
+        settings = ", ".join(f"{k}={v}" for k, v in knobs.items()) or "no knobs"
+        return self._proposal(
+            fam, knobs, f"Structural move {base} to rung {fam.rung}, {fam.name}: {fam.summary}. "
+            f"Start at its default configuration ({settings}).", "structural",
+        )
+
+    def _active(self, history: History, exhausted: set[str], inc_rung: int) -> Family | None:
+        """The family to tune next: the incumbent's first, then higher rungs tried without a win."""
+        inc_family = history.incumbent.family if history.incumbent else None
+        order = sorted(
+            (f for f in self.space.families.values() if f.knobs and f.rung >= inc_rung),
+            key=lambda f: (f.name != inc_family, -f.rung),
+        )
+        for fam in order:
+            recs = [r for r in history.records if r.family == fam.name and r.status != "rejected"]
+            if fam.name in exhausted or not recs:
+                continue
+            last_keep = max((i for i, r in enumerate(recs) if r.kept), default=-1)
+            if len(recs) - 1 - max(last_keep, 0) < self.patience:
+                return fam
+        return None
+
+    # ---- knob moves -------------------------------------------------------------------------
+    def _tpe_move(self, fam: Family, history: History, pending: list[Proposal],
+                  tried: set[tuple[str | None, str]]) -> Proposal | None:
+        dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
+        sampler = optuna.samplers.TPESampler(
+            seed=self.seed + len(history.records) + len(pending), n_startup_trials=4, constant_liar=True
+        )
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        known: dict[str, float | None] = {}
+        for r in [*history.records, *pending]:
+            knobs = r.knobs
+            if getattr(r, "family", None) != fam.name or set(knobs) != set(dists):
+                continue
+            if any(knobs[k] not in dists[k].choices for k in knobs):
+                continue
+            score = r.score if isinstance(r, Record) else None
+            known[canon(knobs)] = score
+            study.add_trial(create_trial(
+                params=knobs, distributions=dists,
+                **({"value": score} if score is not None else {"state": TrialState.FAIL}),
+            ))
+        for _ in range(MAX_ASKS):
+            trial = study.ask(dists)
+            knobs = {k: trial.params[k] for k in fam.knobs}
+            key = canon(knobs)
+            if (fam.name, key) in tried:
+                score = known.get(key)
+                study.tell(trial, score, state=TrialState.COMPLETE if score is not None else TrialState.FAIL)
+                continue
+            return self._knob_proposal(fam, knobs, history)
+        # TPE keeps landing on tried points: fall back to the first untried configuration, if any.
+        for knobs in fam.configurations():
+            if (fam.name, canon(knobs)) not in tried:
+                return self._knob_proposal(fam, knobs, history)
+        return None
+
+    def _knob_proposal(self, fam: Family, knobs: dict[str, Any], history: History) -> Proposal:
+        scored = [r for r in history.records if r.family == fam.name and r.score is not None]
+        best = max(scored, key=lambda r: r.score, default=None)
+        if best:
+            changes = ", ".join(f"{k} {best.knobs[k]}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
+            text = (f"Knob move in {fam.name}: {changes} relative to the family's best "
+                    f"({best.score:.3g}× cuBLAS); TPE rates this region as promising.")
+        else:
+            text = f"Knob move in {fam.name}: try {canon(knobs)}; no configuration of it has passed yet."
+        return self._proposal(fam, knobs, text, "knob")
+
+    def _proposal(self, fam: Family, knobs: dict[str, Any], text: str, move: str) -> Proposal:
+        why = fam.violations(knobs, self.shape)
+        source = self.space.render(fam.name, knobs) if not why else ""
+        return Proposal(hypothesis=text, source=source, proposer=f"search:{move}", family=fam.name,
+                        knobs=knobs, rejected="; ".join(why) or None)

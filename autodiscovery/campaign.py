@@ -1,0 +1,187 @@
+"""Campaigns: a YAML file validated by pydantic, plus `key.path=value` overrides."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from autodiscovery import ROOT, AutoDiscoveryError
+
+SEARCH_SPACES = ROOT / "search_spaces"
+SEEDS = ROOT / "seeds"
+
+
+class CampaignError(AutoDiscoveryError):
+    pass
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class Problem(Strict):
+    """C = A·Bᵀ with A M×K, B N×K and C M×N, all row-major."""
+
+    M: int = Field(4096, gt=0)
+    """Rows of A and C."""
+    N: int = Field(4096, gt=0)
+    """Rows of B, columns of C."""
+    K: int = Field(4096, gt=0)
+    """The reduction dimension: columns of A and B."""
+    dtype_in: Literal["bf16"] = "bf16"
+    """Element type of A and B."""
+    accumulate: Literal["fp32"] = "fp32"
+    """Accumulator type, also cuBLAS's compute type."""
+    dtype_out: Literal["bf16"] = "bf16"
+    """Element type of C."""
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+
+class HarnessSettings(Strict):
+    name: str = "hopper_gemm"
+    """Which harness in harnesses/ evaluates the candidates."""
+    tolerance: float = Field(1e-2, gt=0, le=0.1)
+    """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ the gate accepts."""
+    gate_draws: int = Field(3, ge=2, le=16)
+    """Fresh random input draws the gate checks, on alternating buffers."""
+    warmup: int = Field(5, ge=1)
+    """Untimed launches of each kernel before timing."""
+    repetitions: int = Field(30, ge=5)
+    """Timed pairs (candidate, cuBLAS), interleaved."""
+    sample_ms: float = Field(1.0, gt=0)
+    """Each timed sample repeats launches until it lasts about this long."""
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    """Confidence level of the interval on the median ratio."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Hard limit for one evaluation's child process (the child is killed after it)."""
+    nvcc: str = "nvcc"
+    """The CUDA compiler: a name on PATH or a path."""
+    nvcc_flags: list[str] = ["-O3", "-std=c++17"]
+    """Flags for every build, besides the target and the report flags."""
+    arch: str = "sm_90a"
+    """Target; built as -gencode arch=compute_XX,code=sm_XX."""
+    build_workers: int = Field(0, ge=0)
+    """Parallel nvcc builds (0: one per CPU core)."""
+    cache_dir: str = "runs/cache"
+    """Where cubins and build reports are kept, keyed by source, compiler, flags and arch."""
+
+
+class SearchAgentSettings(Strict):
+    space: str = "hopper_gemm"
+    """Folder under search_spaces/ holding families.yaml."""
+    seed: int = 0
+    """Random seed of the knob optimizer."""
+    knob_patience: int = Field(6, ge=1)
+    """Knob moves without a keep before the agent moves on to the next family."""
+    batch: int = Field(4, ge=1, le=64)
+    """Candidates proposed at once, built in parallel."""
+
+
+class AgentSettings(Strict):
+    kind: Literal["search"] = "search"
+    """Which agent proposes candidates."""
+    search: SearchAgentSettings = SearchAgentSettings()
+
+
+class Budget(Strict):
+    candidates: int = Field(60, ge=1)
+    """Candidates built and evaluated (rejected configurations do not count)."""
+    minutes: float = Field(120.0, gt=0)
+    """Wall-clock minutes for the run."""
+
+
+class StopRules(Strict):
+    target: float = Field(1.05, gt=0)
+    """Stop once the incumbent reaches this × cuBLAS."""
+    patience: int = Field(20, ge=1)
+    """Stop after this many evaluated candidates in a row without a keep."""
+    min_gain: float = Field(0.01, ge=0)
+    """A challenger must beat the incumbent by more than this fraction, head to head."""
+
+
+class Campaign(Strict):
+    name: str
+    """Campaign name, shown in `runs`."""
+    description: str = ""
+    problem: Problem = Problem()
+    harness: HarnessSettings = HarnessSettings()
+    seed: str = "hopper_gemm/naive.cu"
+    """Starting kernel, relative to seeds/ (or an absolute path)."""
+    agent: AgentSettings = AgentSettings()
+    budget: Budget = Budget()
+    stop: StopRules = StopRules()
+
+    def seed_path(self) -> Path:
+        p = Path(self.seed)
+        return p if p.is_absolute() else SEEDS / p
+
+
+def available() -> list[Path]:
+    """The campaign files that ship."""
+    return sorted(SEARCH_SPACES.glob("*.yaml"))
+
+
+def resolve_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise CampaignError(f"campaign file not found: {p}")
+        return p
+    p = SEARCH_SPACES / f"{name_or_path}.yaml"
+    if not p.is_file():
+        names = ", ".join(f.stem for f in available()) or "none"
+        raise CampaignError(f"unknown campaign '{name_or_path}' (available: {names})")
+    return p
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply one `a.b.c=value` override in place; the value is parsed as YAML."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key.strip():
+        raise CampaignError(f"override '{assignment}' is not of the form key.path=value")
+    parts = key.strip().split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise CampaignError(f"override '{assignment}': {'.'.join(parts[: i + 1])} is not a section")
+    try:
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise CampaignError(f"override '{assignment}': value is not valid YAML ({exc.problem})") from None
+
+
+def validate(data: dict[str, Any], source: str = "campaign") -> Campaign:
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise CampaignError(f"{source}: {where}: {err['msg']}{more}") from None
+
+
+def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Campaign:
+    path = resolve_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise CampaignError(f"{path.name}: not valid YAML{at}") from None
+    if not isinstance(data, dict):
+        raise CampaignError(f"{path.name}: the top level must be a mapping of sections")
+    data = copy.deepcopy(data)
+    for assignment in overrides:
+        apply_override(data, assignment)
+    campaign = validate(data, path.name)
+    if not campaign.seed_path().is_file():
+        raise CampaignError(f"{path.name}: seed: file not found: {campaign.seed_path()}")
+    return campaign

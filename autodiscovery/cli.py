@@ -1,0 +1,161 @@
+"""The `autodiscovery` command: thin commands over the library, Rich tables, --json where useful."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from autodiscovery import AutoDiscoveryError, campaign as campaigns, display, report, runner
+from autodiscovery.store import Store
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Autonomous, measured optimization of GPU kernels.")
+console = Console()
+err = Console(stderr=True)
+state: dict = {"db": None}
+
+
+@app.callback()
+def main(db: Annotated[Optional[str], typer.Option(help="Database: a SQLAlchemy URL or a file path "
+                                                   "(default runs/autodiscovery.db).")] = None) -> None:
+    state["db"] = db
+
+
+def store() -> Store:
+    return Store(state["db"])
+
+
+def friendly(fn):
+    """One line on stderr and a non-zero exit for the errors a user can act on; never a traceback."""
+    @wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AutoDiscoveryError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def emit_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+@app.command()
+@friendly
+def run(
+    campaign: Annotated[str, typer.Option(help="Campaign name (see `campaigns`) or path to a YAML file.")] = "hopper-gemm",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
+) -> None:
+    """Run a campaign: propose, build, gate, measure, keep or revert, until a stop rule fires."""
+    overrides = list(set_ or [])
+    if resume is None:  # validate the campaign before opening anything
+        campaigns.load(campaign, overrides)
+    db = store()
+    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    try:
+        if resume is None:
+            run_id = runner.start(campaign, overrides, db, view)
+        else:
+            run_id = runner.resume(resume, overrides, db, view)
+    except KeyboardInterrupt:
+        err.print("interrupted: everything so far is saved; continue with "
+                  "`autodiscovery run --resume <id>` (see `autodiscovery runs`)")
+        raise typer.Exit(130) from None
+    summary = next(r for r in report.runs(db) if r["id"] == run_id)
+    console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
+                  f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
+                  f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
+
+
+@app.command("campaigns")
+@friendly
+def list_campaigns() -> None:
+    """List the campaigns that ship."""
+    t = Table(title="campaigns")
+    for col in ("name", "file", "description"):
+        t.add_column(col)
+    for path in campaigns.available():
+        try:
+            c = campaigns.load(str(path))
+            t.add_row(path.stem, str(path.name), c.description)
+        except AutoDiscoveryError as exc:
+            t.add_row(path.stem, str(path.name), f"[red]invalid: {exc}[/]")
+    console.print(t)
+
+
+@app.command()
+@friendly
+def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
+    rows = report.runs(store())
+    emit_json(rows) if as_json else console.print(display.runs_table(rows))
+
+
+@app.command()
+@friendly
+def show(
+    ref: Annotated[str, typer.Argument(help="RUN (e.g. 3) or RUN/CANDIDATE (e.g. 3/7).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """A run (config, fingerprint, candidates) or one candidate (metrics, logs, source)."""
+    run_id, _, seq = ref.partition("/")
+    if not run_id.isdigit() or (seq and not seq.isdigit()):
+        raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
+    db = store()
+    if not seq:
+        data = report.show_run(db, int(run_id))
+        if as_json:
+            return emit_json(data)
+        console.print(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+        console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
+        console.print(display.candidates_table(data["candidates"]))
+        return
+    data = report.show_candidate(db, int(run_id), int(seq))
+    if as_json:
+        return emit_json(data)
+    console.print(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
+    console.print(f"hypothesis: {data['hypothesis']}")
+    if data["decision"]:
+        console.print(f"decision: {data['verdict']}: {data['decision']}")
+    console.print_json(json.dumps({"knobs": data["knobs"], "build": {k: data[k] for k in
+                       ("registers", "spill_stores", "spill_loads", "stack", "smem_static", "has_hgmma")},
+                       "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
+                                       for e in data["evaluations"]]}, default=str))
+    for e in data["evaluations"]:
+        if e["log"]:
+            console.print(f"[bold]{e['kind']} log[/]\n{e['log']}", highlight=False)
+    if data["build"] and data["build"]["log"]:
+        console.print(f"[bold]build log[/]\n{data['build']['log']}", highlight=False)
+    console.print(Syntax(data["source"], "cuda", line_numbers=True))
+
+
+@app.command()
+@friendly
+def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
+            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """The kept chain from the seed to the best: step, hypothesis, TFLOP/s, × cuBLAS, registers."""
+    rows = report.lineage(store(), run_id)
+    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows))
+
+
+@app.command()
+@friendly
+def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
+           out: Annotated[Path, typer.Option(help="Where to write the best kernel's source.")]) -> None:
+    """Write the best kernel's source (its launch manifest included) and a JSON summary beside it."""
+    source, meta = report.export(store(), run_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(source)
+    out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))
+    console.print(f"wrote {out} (#{meta['seq']}, {display.fmt(meta['x_cublas'])}× cuBLAS) and {out}.json")

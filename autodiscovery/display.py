@@ -1,0 +1,116 @@
+"""Rich output: the live view of a run, and the tables of `runs`, `show` and `lineage`."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+STATUS_STYLE = {
+    "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
+    "crashed": "red", "timeout": "red", "rejected": "dim", "measured": "cyan", "built": "cyan",
+}
+
+
+def fmt(x: float | None, spec: str = ".3f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+class LiveDisplay:
+    """The live view of `autodiscovery run`: progress, the best so far, the latest candidates."""
+
+    def __init__(self, console: Console | None = None, rows: int = 12) -> None:
+        self.console = console or Console()
+        self.rows: list[tuple] = []
+        self.max_rows = rows
+        self.best = "–"
+        self.note = ""
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=self.console)
+        self.task = None
+        self.live: Live | None = None
+
+    def _render(self) -> Group:
+        table = Table(expand=True, show_edge=False)
+        for col in ("#", "family", "hypothesis", "verdict", "TFLOP/s", "× cuBLAS", "regs"):
+            table.add_column(col, overflow="ellipsis", no_wrap=col != "hypothesis",
+                             ratio=4 if col == "hypothesis" else None)
+        for row in self.rows[-self.max_rows:]:
+            table.add_row(*row)
+        header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
+        return Group(header, self.progress, table)
+
+    def started(self, run: Any, campaign: Any) -> None:
+        self.title = f"run {run.id} · {campaign.name} · {campaign.problem.M}×{campaign.problem.N}×{campaign.problem.K}"
+        self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
+        done = sum(c.status not in ("proposed", "rejected") for c in run.candidates)
+        self.progress.update(self.task, completed=done)
+        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+        self.live.start()
+
+    def building(self, seqs: list[int]) -> None:
+        self.note = f"building {', '.join(f'#{s}' for s in seqs)} ({time.strftime('%H:%M:%S')})"
+        self._refresh()
+
+    def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+        metrics = outcome.metrics if outcome is not None else {}
+        tflops = metrics.get("tflops", {}).get("candidate")
+        ratio = metrics.get("ratio", {}).get("median") if outcome is not None and outcome.status == "ok" else None
+        regs = cand.build.registers if getattr(cand, "build", None) is not None else None
+        status = cand.status
+        style = STATUS_STYLE.get(status, "")
+        self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",
+                          fmt(tflops, ".1f"), fmt(ratio), fmt(regs, "d")))
+        if status != "rejected" and self.task is not None:
+            self.progress.advance(self.task)
+        if best is not None and best.score is not None:
+            self.best = f"#{best.seq} {best.family or ''} {best.score:.3f}× cuBLAS"
+        self.note = f"last: #{cand.seq} {status}: {reason[:90]}"
+        self._refresh()
+
+    def stopped(self, reason: str) -> None:
+        self.note = f"stopped: {reason}"
+        self._refresh()
+        if self.live:
+            self.live.stop()
+
+    def _refresh(self) -> None:
+        if self.live:
+            self.live.update(self._render())
+
+
+def runs_table(rows: list[dict]) -> Table:
+    t = Table(title="runs")
+    for col in ("run", "campaign", "agent", "status", "candidates", "best TFLOP/s", "best × cuBLAS", "device", "started"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(str(r["id"]), r["campaign"], r["agent"], r["status"], str(r["candidates"]),
+                  fmt(r["best_tflops"], ".1f"), fmt(r["best_x_cublas"]), r["device"] or "", r["created_at"][:19])
+    return t
+
+
+def lineage_table(run_id: int, rows: list[dict]) -> Table:
+    t = Table(title=f"lineage of run {run_id}: the kept chain from the seed to the best")
+    for col in ("step", "#", "family", "hypothesis", "TFLOP/s", "× cuBLAS", "CI", "regs", "spills"):
+        t.add_column(col, overflow="fold")
+    for i, r in enumerate(rows):
+        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r.get("ci_low") is not None else "–"
+        spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
+        t.add_row(str(i), str(r["seq"]), r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
+                  fmt(r["x_cublas"]), ci, fmt(r["registers"], "d"), fmt(spills, "d"))
+    return t
+
+
+def candidates_table(rows: list[dict]) -> Table:
+    t = Table(title="candidates")
+    for col in ("#", "family", "proposer", "status", "TFLOP/s", "× cuBLAS", "regs", "decision"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"], fmt(r["tflops"], ".1f"),
+                  fmt(r["x_cublas"]), fmt(r["registers"], "d"), (r["decision"] or "")[:80])
+    return t

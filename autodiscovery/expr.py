@@ -1,0 +1,73 @@
+"""A small, safe evaluator for the integer expressions in manifests and search-space constraints."""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Mapping
+
+from autodiscovery import AutoDiscoveryError
+
+
+class ExprError(AutoDiscoveryError):
+    pass
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+FUNCTIONS = {"cdiv": cdiv, "min": min, "max": max}
+BINARY = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+COMPARE = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+    ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
+
+
+def evaluate(text: str | int | bool, names: Mapping[str, int]) -> int | bool:
+    """Evaluate `text` with integer `names`; only arithmetic, comparisons, and/or/not, cdiv/min/max."""
+    if isinstance(text, (bool, int)):
+        return text
+    try:
+        tree = ast.parse(str(text), mode="eval")
+    except SyntaxError:
+        raise ExprError(f"'{text}' is not a valid expression") from None
+    return _eval(tree.body, names, str(text))
+
+
+def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
+    match node:
+        case ast.Constant(value=bool() | int() as v):
+            return v
+        case ast.Name(id=name):
+            if name not in names:
+                raise ExprError(f"'{text}': unknown name '{name}' (known: {', '.join(sorted(names))})")
+            return names[name]
+        case ast.BinOp(left=l, op=op, right=r) if type(op) in BINARY:
+            a, b = _eval(l, names, text), _eval(r, names, text)
+            if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
+                raise ExprError(f"'{text}': division by zero")
+            return BINARY[type(op)](a, b)
+        case ast.UnaryOp(op=ast.USub(), operand=x):
+            return -_eval(x, names, text)
+        case ast.UnaryOp(op=ast.Not(), operand=x):
+            return not _eval(x, names, text)
+        case ast.BoolOp(op=ast.And(), values=vs):
+            return all(_eval(v, names, text) for v in vs)
+        case ast.BoolOp(op=ast.Or(), values=vs):
+            return any(_eval(v, names, text) for v in vs)
+        case ast.Compare(left=l, ops=ops, comparators=rs) if all(type(o) in COMPARE for o in ops):
+            left = _eval(l, names, text)
+            for op, r in zip(ops, rs):
+                right = _eval(r, names, text)
+                if not COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        case ast.Call(func=ast.Name(id=fn), args=args, keywords=[]) if fn in FUNCTIONS:
+            return FUNCTIONS[fn](*(_eval(a, names, text) for a in args))
+    raise ExprError(f"'{text}': only integer arithmetic, comparisons and cdiv/min/max are allowed")

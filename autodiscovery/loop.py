@@ -1,0 +1,293 @@
+"""The loop: observe, hypothesize, implement, measure, keep or revert, until a stop rule fires.
+
+Every step is written to the store as it happens, so an interrupted run resumes with nothing lost:
+candidates recorded but not yet evaluated are evaluated on resume, and nothing is evaluated twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import select
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.agents import Agent, History, Proposal, Record
+from autodiscovery.campaign import Campaign
+from autodiscovery.store import Build, Candidate, Decision, Evaluation, Run, Store
+from autodiscovery.store.models import utcnow
+
+EVALUATED = {"compile_error", "incorrect", "timeout", "crashed", "measured", "kept", "reverted", "built"}
+
+
+class LoopError(AutoDiscoveryError):
+    pass
+
+
+class Display(Protocol):
+    def started(self, run: Run, campaign: Campaign) -> None: ...
+    def building(self, seqs: list[int]) -> None: ...
+    def finished(self, cand: Candidate, outcome: Any, verdict: str, reason: str, best: Record | None) -> None: ...
+    def stopped(self, reason: str) -> None: ...
+
+
+class Quiet:
+    def started(self, run, campaign) -> None: ...
+    def building(self, seqs) -> None: ...
+    def finished(self, cand, outcome, verdict, reason, best) -> None: ...
+    def stopped(self, reason) -> None: ...
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def score_of(cand: Candidate) -> float | None:
+    ev = cand.measurement
+    if ev is None or ev.status != "ok":
+        return None
+    return ev.metrics.get("ratio", {}).get("median")
+
+
+def record_of(cand: Candidate) -> Record:
+    ev = cand.measurement
+    return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status, score=score_of(cand),
+                  kept=cand.status == "kept", source_hash=cand.source_hash, hypothesis=cand.hypothesis,
+                  log=ev.log if ev else "")
+
+
+@dataclass
+class Loop:
+    campaign: Campaign
+    store: Store
+    harness: Any
+    agent: Agent
+    display: Display = Quiet()
+    workers: int = 2
+
+    # ---- entry points ---------------------------------------------------------------------
+    def start(self, fingerprint: dict) -> int:
+        with self.store.session() as s:
+            run = Run(campaign=self.campaign.name, agent=self.agent.name,
+                      config=self.campaign.model_dump(mode="json"), fingerprint=fingerprint)
+            s.add(run)
+            s.flush()
+            run_id = run.id
+        return self.drive(run_id)
+
+    def drive(self, run_id: int) -> int:
+        with self.store.session() as s:
+            run = Run.find(s, run_id)
+            run.status, run.stop_reason = "running", None
+            self.display.started(run, self.campaign)
+            base_elapsed = run.elapsed_s
+        t0 = time.monotonic()
+        self._elapsed = lambda: base_elapsed + time.monotonic() - t0
+        try:
+            reason = self._iterate(run_id)
+            status = "finished" if not reason.startswith("failed") else "failed"
+        except BaseException:
+            self._close(run_id, "interrupted", "interrupted")
+            raise
+        self._close(run_id, status, reason)
+        self.display.stopped(reason)
+        return run_id
+
+    # ---- the loop -------------------------------------------------------------------------
+    def _iterate(self, run_id: int) -> str:
+        if not self._candidates(run_id):
+            self._record_seed(run_id)
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            while True:
+                pending = [c for c in self._candidates(run_id) if c.status == "proposed"]
+                if not pending:
+                    if reason := self._stop_reason(run_id):
+                        return reason
+                    pending = self._propose(run_id)
+                    if not pending:
+                        return "search space exhausted: the agent has nothing left to propose"
+                builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
+                self.display.building([c.seq for c in pending])
+                for cand in pending:
+                    self._evaluate(run_id, cand, builds[cand.id])
+                    if (fail := self._seed_failed(run_id)) is not None:
+                        return fail
+                    if self._elapsed() >= self.campaign.budget.minutes * 60:
+                        break
+
+    def _candidates(self, run_id: int) -> list[Candidate]:
+        with self.store.session() as s:
+            cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
+            for c in cands:
+                _ = c.evaluations, c.decision  # load while the session is open
+            return cands
+
+    def history(self, run_id: int) -> History:
+        cands = self._candidates(run_id)
+        with self.store.session() as s:
+            best_id = Run.find(s, run_id).best_candidate_id
+        records = [record_of(c) for c in cands]
+        incumbent = next((r for c, r in zip(cands, records) if c.id == best_id), None)
+        return History(records, incumbent)
+
+    def _stop_reason(self, run_id: int) -> str | None:
+        h, stop, budget = self.history(run_id), self.campaign.stop, self.campaign.budget
+        if h.incumbent and h.incumbent.score is not None and h.incumbent.score >= stop.target:
+            return f"target reached: {h.incumbent.score:.3f}× cuBLAS ≥ {stop.target}"
+        used = sum(r.status in EVALUATED for r in h.records)
+        if used >= budget.candidates:
+            return f"budget spent: {used} candidates"
+        if self._elapsed() >= budget.minutes * 60:
+            return f"budget spent: {budget.minutes:g} minutes"
+        streak = 0
+        for r in reversed(h.records):
+            if r.kept:
+                break
+            streak += r.status in EVALUATED
+        if streak >= stop.patience:
+            return f"patience: {streak} candidates in a row without a keep"
+        return None
+
+    def _seed_failed(self, run_id: int) -> str | None:
+        cands = self._candidates(run_id)
+        seed = cands[0]
+        if seed.status in EVALUATED and seed.status not in ("kept", "measured"):
+            ev = seed.measurement or (seed.evaluations[-1] if seed.evaluations else None)
+            return f"failed: the seed did not pass ({seed.status}): {(ev.log if ev else '').splitlines()[:1]}"
+        return None
+
+    # ---- proposals ------------------------------------------------------------------------
+    def _record_seed(self, run_id: int) -> None:
+        source = self.campaign.seed_path().read_text()
+        describe = getattr(self.agent, "space", None)
+        family = describe.family_of_source(source) if describe else None
+        self._add(run_id, [Proposal(hypothesis="The seed: the starting point every change is measured from.",
+                                    source=source, proposer="seed", family=family)])
+
+    def _propose(self, run_id: int) -> list[Candidate]:
+        h = self.history(run_id)
+        used = sum(r.status in EVALUATED for r in h.records)
+        n = min(self.campaign.agent.search.batch, self.campaign.budget.candidates - used)
+        proposals = [p for p in self.agent.propose(h, n) if p.rejected or source_hash(p.source) not in h.hashes]
+        return [c for c in self._add(run_id, proposals) if c.status == "proposed"]
+
+    def _add(self, run_id: int, proposals: list[Proposal]) -> list[Candidate]:
+        out = []
+        with self.store.session() as s:
+            run = Run.find(s, run_id)
+            seq = len(self._candidates(run_id))
+            for p in proposals:
+                cand = Candidate(run_id=run_id, seq=seq, parent_id=run.best_candidate_id, hypothesis=p.hypothesis,
+                                 proposer=p.proposer, family=p.family, knobs=p.knobs, source=p.source,
+                                 source_hash=source_hash(p.source), status="rejected" if p.rejected else "proposed")
+                s.add(cand)
+                s.flush()
+                if p.rejected:
+                    s.add(Evaluation(candidate_id=cand.id, status="rejected", log=p.rejected))
+                    self.display.finished(cand, None, "rejected", p.rejected, None)
+                out.append(cand)
+                seq += 1
+        return out
+
+    # ---- one candidate --------------------------------------------------------------------
+    def _evaluate(self, run_id: int, cand: Candidate, build_future: Future) -> None:
+        outcome = None
+        try:
+            self.harness.check(cand.source)
+        except AutoDiscoveryError as exc:
+            outcome = _Outcome("rejected", log=str(exc))
+        build = build_future.result()
+        build_id = self._record_build(build) if build is not None else None
+        if outcome is None:
+            outcome = self.harness.evaluate(cand.source, build) if build.ok else _Outcome("compile_error", log=build.log)
+        with self.store.session() as s:
+            s.add(Evaluation(candidate_id=cand.id, kind="benchmark", status=outcome.status, metrics=outcome.metrics,
+                             log=outcome.log, device=outcome.device, seconds=outcome.seconds))
+            c = s.get(Candidate, cand.id)
+            c.build_id = build_id
+            c.status = "measured" if outcome.status == "ok" else outcome.status
+        verdict, reason = self._decide(run_id, cand.id, outcome, build)
+        with self.store.session() as s:
+            c = s.get(Candidate, cand.id)
+            _ = c.evaluations
+        self.display.finished(c, outcome, verdict, reason, self.history(run_id).incumbent)
+
+    def _record_build(self, build) -> int:
+        with self.store.session() as s:
+            row = Build.by_key(s, build.cache_key)
+            if row is None:
+                row = Build(**build.facts())
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def _decide(self, run_id: int, cand_id: int, outcome: Any, build: Any) -> tuple[str, str]:
+        stop = self.campaign.stop
+        with self.store.session() as s:
+            run = Run.find(s, run_id)
+            inc = s.get(Candidate, run.best_candidate_id) if run.best_candidate_id else None
+            inc_source = inc.source if inc else None
+            inc_id = inc.id if inc else None
+            inc_score = score_of(inc) if inc else None
+        if outcome.status != "ok":
+            verdict, reason = "revert", f"{outcome.status}: {_first_line(outcome.log)}"
+        elif inc is None:
+            verdict, reason = "keep", f"first candidate to pass the gate ({outcome.score:.4g}× cuBLAS)"
+        elif outcome.score <= inc_score * (1 + stop.min_gain):
+            verdict, reason = "revert", (f"{outcome.score:.4g}× cuBLAS does not beat the incumbent's "
+                                          f"{inc_score:.4g}× by more than {stop.min_gain:.0%}")
+        else:
+            h2h = self.harness.head_to_head((self._source(cand_id), build),
+                                            (inc_source, self.harness.build(inc_source)))
+            with self.store.session() as s:
+                s.add(Evaluation(candidate_id=cand_id, kind="head_to_head", against_id=inc_id, status=h2h.status,
+                                 metrics=h2h.metrics, log=h2h.log, device=h2h.device, seconds=h2h.seconds))
+            r = h2h.metrics.get("ratio", {})
+            if h2h.status == "ok" and r["median"] > 1 + stop.min_gain and r["ci_low"] > 1.0:
+                verdict, reason = "keep", (f"head to head {r['median']:.3f}× the incumbent "
+                                           f"(CI {r['ci_low']:.3f}–{r['ci_high']:.3f})")
+            elif h2h.status == "ok":
+                verdict, reason = "revert", (f"head to head only {r['median']:.3f}× the incumbent "
+                                             f"(CI {r['ci_low']:.3f}–{r['ci_high']:.3f}): within noise")
+            else:
+                verdict, reason = "revert", f"head to head {h2h.status}: {_first_line(h2h.log)}"
+        with self.store.session() as s:
+            s.add(Decision(run_id=run_id, candidate_id=cand_id, incumbent_id=inc_id, verdict=verdict, reason=reason))
+            c = s.get(Candidate, cand_id)
+            if outcome.status == "ok":
+                c.status = "kept" if verdict == "keep" else "reverted"
+            if verdict == "keep":
+                Run.find(s, run_id).best_candidate_id = cand_id
+        return verdict, reason
+
+    def _source(self, cand_id: int) -> str:
+        with self.store.session() as s:
+            return s.get(Candidate, cand_id).source
+
+    def _close(self, run_id: int, status: str, reason: str) -> None:
+        with self.store.session() as s:
+            run = Run.find(s, run_id)
+            run.status, run.stop_reason = status, reason
+            run.elapsed_s = self._elapsed()
+            run.updated_at = utcnow()
+
+
+@dataclass
+class _Outcome:
+    status: str
+    metrics: dict | None = None
+    log: str = ""
+    seconds: float = 0.0
+    device: str = ""
+
+    def __post_init__(self) -> None:
+        self.metrics = self.metrics or {}
+
+    score = None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")

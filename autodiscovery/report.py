@@ -1,0 +1,116 @@
+"""Read-only views of the store: the rows behind `runs`, `show`, `lineage` and `export`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.loop import score_of
+from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
+
+
+class NotFound(AutoDiscoveryError):
+    pass
+
+
+def _metrics(c: Candidate) -> dict[str, Any]:
+    ev = c.measurement
+    m = ev.metrics if ev is not None and ev.status == "ok" else {}
+    ratio = m.get("ratio", {})
+    return {"tflops": m.get("tflops", {}).get("candidate"), "x_cublas": score_of(c),
+            "ci_low": ratio.get("ci_low"), "ci_high": ratio.get("ci_high")}
+
+
+def _run(s: Session, run_id: int) -> Run:
+    run = Run.find(s, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id} in this database")
+    return run
+
+
+def runs(store: Store) -> list[dict]:
+    with store.session() as s:
+        out = []
+        for run in s.scalars(select(Run).order_by(Run.id)):
+            best = _metrics(run.best) if run.best else {}
+            out.append({
+                "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
+                "stop_reason": run.stop_reason,
+                "candidates": sum(c.status not in ("proposed", "rejected") for c in run.candidates),
+                "best_seq": run.best.seq if run.best else None,
+                "best_tflops": best.get("tflops"), "best_x_cublas": best.get("x_cublas"),
+                "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),
+                "elapsed_s": run.elapsed_s,
+            })
+        return out
+
+
+def candidate_row(c: Candidate) -> dict:
+    b = c.build
+    return {
+        "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None, "family": c.family,
+        "knobs": c.knobs, "proposer": c.proposer, "hypothesis": c.hypothesis, "status": c.status,
+        "source_hash": c.source_hash, **_metrics(c),
+        "registers": b.registers if b else None, "spill_stores": b.spill_stores if b else None,
+        "spill_loads": b.spill_loads if b else None, "stack": b.stack if b else None,
+        "smem_static": b.smem_static if b else None, "has_hgmma": b.has_hgmma if b else None,
+        "decision": c.decision.reason if c.decision else None,
+        "verdict": c.decision.verdict if c.decision else None,
+    }
+
+
+def show_run(store: Store, run_id: int) -> dict:
+    with store.session() as s:
+        run = _run(s, run_id)
+        calls = s.scalars(select(LlmCall).where(LlmCall.run_id == run_id).order_by(LlmCall.id))
+        return {
+            "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
+            "stop_reason": run.stop_reason, "created_at": run.created_at.isoformat(), "elapsed_s": run.elapsed_s,
+            "best_seq": run.best.seq if run.best else None,
+            "config": run.config, "fingerprint": run.fingerprint,
+            "candidates": [candidate_row(c) | {"source": c.source} for c in run.candidates],
+            "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
+                           "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
+        }
+
+
+def show_candidate(store: Store, run_id: int, seq: int) -> dict:
+    with store.session() as s:
+        _run(s, run_id)
+        c = Candidate.by_seq(s, run_id, seq)
+        if c is None:
+            raise NotFound(f"run {run_id} has no candidate #{seq}")
+        b = c.build
+        return candidate_row(c) | {
+            "run": run_id, "source": c.source,
+            "build": None if b is None else {"ok": b.ok, "compiler": b.compiler, "flags": b.flags,
+                                             "seconds": b.seconds, "log": b.log},
+            "evaluations": [{"kind": e.kind, "status": e.status, "against": e.against_id, "metrics": e.metrics,
+                             "log": e.log, "device": e.device, "seconds": e.seconds} for e in c.evaluations],
+        }
+
+
+def lineage(store: Store, run_id: int) -> list[dict]:
+    """The kept chain from the seed to the best, following each keep back to what it replaced."""
+    with store.session() as s:
+        run = _run(s, run_id)
+        chain: list[Candidate] = []
+        cand = run.best
+        while cand is not None:
+            chain.append(cand)
+            d = s.scalar(select(Decision).where(Decision.candidate_id == cand.id))
+            cand = s.get(Candidate, d.incumbent_id) if d and d.incumbent_id else None
+        return [candidate_row(c) for c in reversed(chain)]
+
+
+def export(store: Store, run_id: int) -> tuple[str, dict]:
+    """The best kernel's source (its manifest rides in it) and a summary of where it came from."""
+    with store.session() as s:
+        run = _run(s, run_id)
+        if run.best is None:
+            raise NotFound(f"run {run_id} has no kept candidate to export")
+        return run.best.source, candidate_row(run.best) | {"run": run_id, "campaign": run.campaign,
+                                                          "device": run.fingerprint.get("gpu")}

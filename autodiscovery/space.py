@@ -1,0 +1,115 @@
+"""Search spaces: families of kernels rendered from Jinja2 templates with declared knobs.
+
+`search_spaces/<space>/families.yaml` lists the families (a rung of the ladder each), their knobs
+with allowed values, a known-good default, and constraints that reject a combination before it is
+compiled, each with the reason in words.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.campaign import SEARCH_SPACES, SEEDS
+from autodiscovery.expr import ExprError, evaluate
+
+
+class SpaceError(AutoDiscoveryError):
+    pass
+
+
+class Constraint(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    expr: str
+    why: str
+
+
+class Family(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = ""
+    rung: int
+    summary: str
+    source: str | None = None
+    """A fixed source file (no knobs), relative to the space's seed folder."""
+    template: str | None = None
+    """A Jinja2 template rendered with the knob values."""
+    knobs: dict[str, list[int | str]] = {}
+    default: dict[str, int | str] = {}
+    constraints: list[Constraint] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Family:
+        if (self.source is None) == (self.template is None):
+            raise ValueError("give exactly one of source or template")
+        if self.template and set(self.default) != set(self.knobs):
+            raise ValueError(f"default must set every knob ({', '.join(self.knobs)})")
+        for k, v in self.default.items():
+            if v not in self.knobs[k]:
+                raise ValueError(f"default {k}={v} is not among its values {self.knobs[k]}")
+        return self
+
+    def violations(self, knobs: dict[str, Any], shape: dict[str, int]) -> list[str]:
+        """The reasons this configuration is invalid (empty when it is valid)."""
+        names = {**shape, **knobs}
+        out = []
+        for c in self.constraints:
+            try:
+                if not evaluate(c.expr, names):
+                    out.append(f"{c.why} ({c.expr})")
+            except ExprError as exc:
+                out.append(str(exc))
+        return out
+
+    def configurations(self) -> list[dict[str, Any]]:
+        keys = list(self.knobs)
+        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.knobs[k] for k in keys))]
+
+
+class Space:
+    def __init__(self, name: str, seeds_dir: Path | None = None) -> None:
+        self.name = name
+        path = SEARCH_SPACES / name / "families.yaml"
+        if not path.is_file():
+            raise SpaceError(f"search space '{name}' not found ({path})")
+        try:
+            raw = yaml.safe_load(path.read_text())["families"]
+            self.families = {n: Family.model_validate({**f, "name": n}) for n, f in raw.items()}
+        except (yaml.YAMLError, KeyError, TypeError) as exc:
+            raise SpaceError(f"{path}: not a families file ({exc})") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise SpaceError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        self.seeds = seeds_dir or SEEDS / name
+
+    @cached_property
+    def env(self) -> jinja2.Environment:
+        return jinja2.Environment(
+            loader=jinja2.FileSystemLoader(self.seeds), undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+        )
+
+    def ladder(self) -> list[Family]:
+        return sorted(self.families.values(), key=lambda f: f.rung)
+
+    def render(self, family: str, knobs: dict[str, Any]) -> str:
+        fam = self.families[family]
+        if fam.source:
+            return (self.seeds / fam.source).read_text()
+        try:
+            return self.env.get_template(fam.template).render(**knobs)
+        except jinja2.TemplateError as exc:
+            raise SpaceError(f"{family}: template {fam.template} failed to render: {exc}") from None
+
+    def family_of_source(self, source: str) -> str | None:
+        """The fixed-source family whose file is exactly `source` (the seed, usually)."""
+        for fam in self.families.values():
+            if fam.source and (self.seeds / fam.source).read_text() == source:
+                return fam.name
+        return None

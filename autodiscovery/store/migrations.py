@@ -1,0 +1,149 @@
+"""Named, append-only schema migrations.
+
+Each migration is a function of a Connection; `migrate` applies those not yet recorded in
+`_migrations`, in order. Never edit one that has shipped: append a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import (
+    JSON, Boolean, Column, Connection, DateTime, Float, ForeignKey, Integer, MetaData, String, Table,
+    Text, func, inspect, select,
+)
+
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = []
+
+
+def migration(fn: Callable[[Connection], None]) -> Callable[[Connection], None]:
+    MIGRATIONS.append((fn.__name__, fn))
+    return fn
+
+
+def _ledger(conn: Connection) -> Table:
+    meta = MetaData()
+    table = Table(
+        "_migrations", meta,
+        Column("name", String(200), primary_key=True),
+        Column("applied_at", DateTime, server_default=func.current_timestamp()),
+    )
+    meta.create_all(conn)
+    return table
+
+
+def applied(conn: Connection) -> list[str]:
+    if not inspect(conn).has_table("_migrations"):
+        return []
+    return list(conn.scalars(select(_ledger(conn).c.name)))
+
+
+def migrate(conn: Connection) -> list[str]:
+    """Apply pending migrations; return the names applied now."""
+    ledger = _ledger(conn)
+    done = set(conn.scalars(select(ledger.c.name)))
+    now = []
+    for name, fn in MIGRATIONS:
+        if name not in done:
+            fn(conn)
+            conn.execute(ledger.insert().values(name=name))
+            now.append(name)
+    return now
+
+
+@migration
+def m001_initial(conn: Connection) -> None:
+    meta = MetaData()
+    Table(
+        "runs", meta,
+        Column("id", Integer, primary_key=True),
+        Column("campaign", String(200), nullable=False),
+        Column("agent", String(100), nullable=False),
+        Column("config", JSON, nullable=False),
+        Column("fingerprint", JSON, nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("stop_reason", Text),
+        Column("best_candidate_id", Integer, ForeignKey("candidates.id", use_alter=True)),
+        Column("created_at", DateTime, nullable=False),
+        Column("updated_at", DateTime, nullable=False),
+        Column("elapsed_s", Float, nullable=False),
+    )
+    Table(
+        "builds", meta,
+        Column("id", Integer, primary_key=True),
+        Column("cache_key", String(64), nullable=False, unique=True),
+        Column("ok", Boolean, nullable=False),
+        Column("registers", Integer),
+        Column("smem_static", Integer),
+        Column("spill_stores", Integer),
+        Column("spill_loads", Integer),
+        Column("stack", Integer),
+        Column("has_hgmma", Boolean),
+        Column("compiler", Text, nullable=False),
+        Column("flags", JSON, nullable=False),
+        Column("log", Text, nullable=False),
+        Column("seconds", Float, nullable=False),
+        Column("created_at", DateTime, nullable=False),
+    )
+    Table(
+        "candidates", meta,
+        Column("id", Integer, primary_key=True),
+        Column("run_id", Integer, ForeignKey("runs.id"), nullable=False, index=True),
+        Column("seq", Integer, nullable=False),
+        Column("parent_id", Integer, ForeignKey("candidates.id")),
+        Column("hypothesis", Text, nullable=False),
+        Column("proposer", String(200), nullable=False),
+        Column("family", String(100)),
+        Column("knobs", JSON, nullable=False),
+        Column("source", Text, nullable=False),
+        Column("source_hash", String(64), nullable=False, index=True),
+        Column("status", String(20), nullable=False),
+        Column("build_id", Integer, ForeignKey("builds.id")),
+        Column("created_at", DateTime, nullable=False),
+    )
+    Table(
+        "evaluations", meta,
+        Column("id", Integer, primary_key=True),
+        Column("candidate_id", Integer, ForeignKey("candidates.id"), nullable=False, index=True),
+        Column("kind", String(20), nullable=False),
+        Column("against_id", Integer, ForeignKey("candidates.id")),
+        Column("status", String(20), nullable=False),
+        Column("metrics", JSON, nullable=False),
+        Column("log", Text, nullable=False),
+        Column("device", String(200), nullable=False),
+        Column("seconds", Float, nullable=False),
+        Column("created_at", DateTime, nullable=False),
+    )
+    Table(
+        "decisions", meta,
+        Column("id", Integer, primary_key=True),
+        Column("run_id", Integer, ForeignKey("runs.id"), nullable=False, index=True),
+        Column("candidate_id", Integer, ForeignKey("candidates.id"), nullable=False, unique=True),
+        Column("incumbent_id", Integer, ForeignKey("candidates.id")),
+        Column("verdict", String(10), nullable=False),
+        Column("reason", Text, nullable=False),
+        Column("created_at", DateTime, nullable=False),
+    )
+    meta.create_all(conn)
+
+
+@migration
+def m002_llm_calls(conn: Connection) -> None:
+    meta = MetaData()
+    meta.reflect(conn, only=["runs", "candidates"])
+    Table(
+        "llm_calls", meta,
+        Column("id", Integer, primary_key=True),
+        Column("run_id", Integer, ForeignKey("runs.id"), nullable=False, index=True),
+        Column("candidate_id", Integer, ForeignKey("candidates.id")),
+        Column("model", String(200), nullable=False),
+        Column("prompt", Text, nullable=False),
+        Column("reply", Text, nullable=False),
+        Column("input_tokens", Integer),
+        Column("output_tokens", Integer),
+        Column("cost", Float),
+        Column("latency_ms", Float),
+        Column("error", Text),
+        Column("created_at", DateTime, nullable=False),
+    )
+    meta.create_all(conn)

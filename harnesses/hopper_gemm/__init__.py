@@ -1,0 +1,161 @@
+"""The hopper_gemm harness: BF16 GEMM candidates built for sm_90a and measured against cuBLAS.
+
+The parent side lives here: static checks, parallel cached builds, and evaluations run in a child
+process (`worker.py`) under a hard timeout, so a hang or a crash costs the child alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery.campaign import Campaign
+from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError, nvcc_version
+from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
+
+__all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "ToolchainError"]
+
+
+class HarnessError(AutoDiscoveryError):
+    pass
+
+
+@dataclass
+class Outcome:
+    status: str  # ok | compile_error | incorrect | timeout | crashed | rejected
+    metrics: dict = field(default_factory=dict)
+    log: str = ""
+    seconds: float = 0.0
+    device: str = ""
+
+    @property
+    def score(self) -> float | None:
+        """× cuBLAS (median of paired ratios), the number the loop optimizes."""
+        return self.metrics.get("ratio", {}).get("median") if self.status == "ok" else None
+
+
+class HopperGemmHarness:
+    name = "hopper_gemm"
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.settings = campaign.harness
+        self.problem = campaign.problem
+        cache = Path(self.settings.cache_dir)
+        self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
+                               self.settings.nvcc_flags, self.settings.arch)
+        self.sms = 132
+        self.device = ""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.problem.M, self.problem.N, self.problem.K
+
+    # ---- before anything runs -------------------------------------------------------------
+    def preflight(self, need_gpu: bool = True) -> dict:
+        """The fingerprint of where the run happens; raises HarnessError naming what is missing."""
+        try:
+            fp = {"nvcc": nvcc_version(self.settings.nvcc), "arch": self.settings.arch}
+        except ToolchainError as exc:
+            raise HarnessError(str(exc)) from None
+        if not need_gpu:
+            return fp
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
+                               "H100/H200 with its driver") from None
+        out = self._child({"mode": "fingerprint"}, timeout_s=180)
+        if out.status != "ok":
+            raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
+        fp |= out.metrics
+        if not str(fp.get("cc", "")).startswith("9."):
+            raise HarnessError(f"hopper_gemm needs a Hopper GPU (sm_90a); found {fp.get('gpu')} (cc {fp.get('cc')})")
+        self.sms, self.device = fp["sms"], fp["gpu"]
+        return fp
+
+    # ---- static checks and builds -----------------------------------------------------------
+    def check(self, source: str) -> Launch:
+        """The resolved launch for the campaign's shape; ManifestError says why not."""
+        return resolve(parse(source), *self.shape, sms=self.sms)
+
+    def build(self, source: str) -> BuildReport:
+        try:
+            entry = parse(source).kernel
+        except ManifestError:
+            entry = None
+        return self.builder.build(source, entry)
+
+    # ---- measurements ---------------------------------------------------------------------
+    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+        """Gate the candidate, then time it against cuBLAS, interleaved, in a fresh child."""
+        return self._measure("benchmark", {"candidate": (source, build)})
+
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
+        """Both kernels gated and timed against each other; ratio > 1 means the challenger is faster."""
+        return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
+
+    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]]) -> Outcome:
+        specs = {}
+        for name, (source, build) in kernels.items():
+            if not build.ok or not build.cubin:
+                return Outcome("compile_error", log=build.log)
+            try:
+                specs[name] = {"cubin": build.cubin, "launch": self.check(source).model_dump()}
+            except ManifestError as exc:
+                return Outcome("rejected", log=str(exc))
+        job = {"mode": mode, "shape": list(self.shape), "kernels": specs,
+               "settings": self.settings.model_dump(mode="json")}
+        return self._child(job, timeout_s=self.settings.timeout_s)
+
+    def _child(self, job: dict, timeout_s: float) -> Outcome:
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
+            job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
+            job_file.write_text(json.dumps(job))
+            env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
+                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True,
+            )
+            try:
+                output, _ = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                output, _ = proc.communicate()
+                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(output)}",
+                               seconds=round(time.perf_counter() - start, 3), device=self.device)
+            except BaseException:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            seconds = round(time.perf_counter() - start, 3)
+            if not result_file.exists():
+                why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+                return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(output)}",
+                               seconds=seconds, device=self.device)
+            result = json.loads(result_file.read_text())
+        metrics = result.get("metrics", {})
+        metrics["eval_wall_s"] = seconds
+        log = "\n".join(filter(None, [result.get("log", ""), _tail(output)]))
+        return Outcome(result["status"], metrics, log, seconds, metrics.get("device", self.device))
+
+
+def _tail(text: str | None, lines: int = 40) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return "unknown error"

@@ -1,0 +1,130 @@
+"""The launch manifest a candidate declares in a leading `/* @manifest ... */` YAML comment.
+
+A candidate is device code only: how it is launched (grid, block, cluster, dynamic shared memory,
+argument order, TMA tensor maps) is data that the harness validates here and then builds itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.expr import ExprError, evaluate
+
+MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
+MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
+OPERANDS = ("A", "B", "C")
+SCALARS = ("M", "N", "K")
+
+Expr = int | str
+
+
+class ManifestError(AutoDiscoveryError):
+    pass
+
+
+class TensorMap(BaseModel):
+    """A 2-D TMA descriptor over one operand, built by the harness and passed by value."""
+
+    model_config = ConfigDict(extra="forbid")
+    tensor: Literal["A", "B", "C"]
+    box: tuple[Expr, Expr]
+    """Box rows × columns, in elements (columns run along the contiguous dimension)."""
+    swizzle: Literal[0, 32, 64, 128] = 128
+    """Shared-memory swizzle in bytes."""
+    l2_promotion: Literal[0, 64, 128, 256] = 0
+    """L2 promotion in bytes (0: none)."""
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kernel: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of the extern "C" __global__ entry."""
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    smem: Expr = 0
+    """Dynamic shared memory in bytes."""
+    args: list[str]
+    """Kernel arguments in order: A, B, C (device pointers), M, N, K (int32), or a tensor map's name."""
+    tensor_maps: dict[str, TensorMap] = {}
+    requires: list[str] = []
+    """Conditions on M, N, K that the kernel needs; a shape that fails one is refused."""
+
+
+class Launch(BaseModel):
+    """A manifest resolved for one problem shape: every number final."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    cluster: tuple[int, int, int]
+    smem: int
+    args: list[str]
+    tensor_maps: dict[str, dict]
+
+
+def parse(source: str) -> Manifest:
+    match = MANIFEST_RE.search(source)
+    if not match:
+        raise ManifestError("no /* @manifest ... */ block in the source")
+    try:
+        data = yaml.safe_load(match.group(1))
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"manifest is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ManifestError("manifest must be a YAML mapping")
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ManifestError(f"manifest: {where}: {err['msg']}") from None
+
+
+def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launch:
+    """Check the manifest against the shape and the hardware limits; raise ManifestError with why."""
+    names = {"M": M, "N": N, "K": K, "SMS": sms}
+    try:
+        for cond in manifest.requires:
+            if not evaluate(cond, names):
+                raise ManifestError(f"shape {M}x{N}x{K} not supported: requires {cond}")
+        grid = tuple(int(evaluate(g, names)) for g in manifest.grid)
+        smem = int(evaluate(manifest.smem, names))
+        maps = {
+            name: {**tm.model_dump(), "box": [int(evaluate(b, names)) for b in tm.box]}
+            for name, tm in manifest.tensor_maps.items()
+        }
+    except ExprError as exc:
+        raise ManifestError(f"manifest: {exc}") from None
+    threads = manifest.block[0] * manifest.block[1] * manifest.block[2]
+    if min(manifest.block) < 1 or threads > 1024:
+        raise ManifestError(f"manifest: block {manifest.block} must have 1 to 1024 threads")
+    if min(grid) < 1 or grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
+        raise ManifestError(f"manifest: grid {grid} is out of range")
+    if not 0 <= smem <= MAX_DYNAMIC_SMEM:
+        raise ManifestError(f"manifest: smem {smem} bytes exceeds the {MAX_DYNAMIC_SMEM}-byte limit")
+    size = manifest.cluster[0] * manifest.cluster[1] * manifest.cluster[2]
+    if min(manifest.cluster) < 1 or size > 16:
+        raise ManifestError(f"manifest: cluster {manifest.cluster} must hold 1 to 16 blocks")
+    if any(g % c for g, c in zip(grid, manifest.cluster)):
+        raise ManifestError(f"manifest: grid {grid} is not a multiple of cluster {manifest.cluster}")
+    for arg in manifest.args:
+        if arg not in OPERANDS + SCALARS and arg not in manifest.tensor_maps:
+            raise ManifestError(f"manifest: unknown argument '{arg}' (A, B, C, M, N, K or a tensor map)")
+    for name, tm in maps.items():
+        rows, cols = tm["box"]
+        if not (1 <= rows <= 256 and 1 <= cols <= 256):
+            raise ManifestError(f"manifest: tensor map {name}: box {rows}x{cols} must be 1..256 each way")
+        if tm["swizzle"] and cols * 2 > tm["swizzle"]:
+            raise ManifestError(
+                f"manifest: tensor map {name}: a box row of {cols * 2} bytes exceeds the {tm['swizzle']}-byte swizzle"
+            )
+    return Launch(
+        kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
+        smem=smem, args=list(manifest.args), tensor_maps=maps,
+    )
