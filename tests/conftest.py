@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import ctypes
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from autodiscovery import campaign as campaigns  # noqa: E402
+from autodiscovery.store import Store  # noqa: E402
+
+
+def _has_gpu() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+HAS_GPU = _has_gpu()
+HAS_NVCC = shutil.which("nvcc") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip)
+
+
+needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "runs.db")
+
+
+@pytest.fixture
+def campaign():
+    return campaigns.load("hopper-gemm", ["budget.candidates=10", "stop.patience=50", "agent.search.batch=3"])

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.campaign import CampaignError
+
+
+def test_shipped_campaign_loads_with_defaults():
+    c = campaigns.load("hopper-gemm")
+    assert (c.problem.M, c.problem.N, c.problem.K) == (4096, 4096, 4096)
+    assert c.problem.flops == 2 * 4096**3
+    assert c.seed_path().name == "naive.cu" and c.seed_path().is_file()
+    assert [p.stem for p in campaigns.available()] == ["hopper-gemm"]
+
+
+def test_overrides_are_parsed_and_validated():
+    c = campaigns.load("hopper-gemm", ["budget.candidates=12", "problem.M=1024", "harness.nvcc_flags=[-O2]",
+                                       "stop.target=0.9"])
+    assert c.budget.candidates == 12 and c.problem.M == 1024
+    assert c.harness.nvcc_flags == ["-O2"] and c.stop.target == 0.9
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("budget.candidatez=3", "budget.candidatez: Extra inputs are not permitted"),
+        ("budget.candidates=many", "budget.candidates: Input should be a valid integer"),
+        ("problem.M=-4", "problem.M: Input should be greater than 0"),
+        ("harness.tolerance=0.5", "harness.tolerance: Input should be less than or equal to 0.1"),
+        ("problem.dtype_in=fp8", "problem.dtype_in: Input should be 'bf16'"),
+        ("budget=3", "budget: Input should be a valid dictionary"),
+        ("nonsense", "is not of the form key.path=value"),
+        ("budget.candidates.x=1", "budget.candidates is not a section"),
+    ],
+)
+def test_bad_overrides_name_the_key(override, message):
+    with pytest.raises(CampaignError) as exc:
+        campaigns.load("hopper-gemm", [override])
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_broken_files(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nproblem: [1, 2\n")
+    with pytest.raises(CampaignError, match=r"bad.yaml: not valid YAML at line"):
+        campaigns.load(str(bad))
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("name: x\nharnes: {}\n")
+    with pytest.raises(CampaignError, match=r"unknown.yaml: harnes: Extra inputs are not permitted"):
+        campaigns.load(str(unknown))
+    noseed = tmp_path / "noseed.yaml"
+    noseed.write_text("name: x\nseed: hopper_gemm/missing.cu\n")
+    with pytest.raises(CampaignError, match="seed: file not found"):
+        campaigns.load(str(noseed))
+    with pytest.raises(CampaignError, match="unknown campaign 'nope' \\(available: hopper-gemm"):
+        campaigns.load("nope")
+    with pytest.raises(CampaignError, match="campaign file not found"):
+        campaigns.load(str(tmp_path / "missing.yaml"))

@@ -1,0 +1,145 @@
+"""The loop's keep/revert, stop rules and resume, driven by a harness that replays evaluations."""
+
+from __future__ import annotations
+
+import pytest
+from replay import ReplayHarness, key, standin
+from sqlalchemy import select
+
+from autodiscovery import campaign as campaigns
+from autodiscovery import report
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.loop import Loop
+from autodiscovery.store import Candidate, Decision, Evaluation, Run
+
+
+def make_loop(campaign, store, **harness_kw):
+    agent = SearchAgent(campaign)
+    harness = ReplayHarness(agent.space, **harness_kw)
+    return Loop(campaign, store, harness, agent, workers=2), harness
+
+
+def candidates(store, run_id):
+    with store.session() as s:
+        cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
+        for c in cands:
+            _ = c.decision, c.evaluations
+        return cands
+
+
+def test_climbs_the_ladder_and_keeps_only_improvements(campaign, store):
+    loop, harness = make_loop(campaign, store)
+    run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+    cands = candidates(store, run_id)
+    evaluated = [c for c in cands if c.status not in ("rejected", "proposed")]
+    assert len(evaluated) == 10  # the candidate budget, rejected configurations not counted
+    assert cands[0].proposer == "seed" and cands[0].status == "kept"
+    chain = report.lineage(store, run_id)
+    assert chain[0]["seq"] == 0
+    assert [r["family"] for r in chain][:3] == ["naive", "tiled", "mma_sync"]
+    scores = [r["x_cublas"] for r in chain]
+    assert scores == sorted(scores) and len(set(scores)) == len(scores)  # strictly improving
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run.status == "finished" and run.stop_reason.startswith("budget spent")
+        best = max((c for c in run.candidates if c.status in ("kept", "reverted")),
+                   key=lambda c: c.measurement.metrics["ratio"]["median"])
+        assert run.best_candidate_id == best.id
+        decisions = list(s.scalars(select(Decision).where(Decision.run_id == run_id)))
+    assert len(decisions) == len(evaluated)
+    # Every keep after the first went through a head-to-head with the incumbent.
+    kept_after_seed = [d for d in decisions if d.verdict == "keep" and d.incumbent_id is not None]
+    assert len(harness.head_to_heads) >= len(kept_after_seed) > 0
+
+
+def test_failures_are_recorded_and_the_run_goes_on(campaign, store):
+    space = SearchAgent(campaign).space
+    tiled = space.families["tiled"].default
+    mma = space.families["mma_sync"].default
+    recordings = {
+        key("tiled", tiled): {"status": "compile_error", "log": "kernel.cu(12): error: identifier undefined"},
+        key("mma_sync", mma): {"status": "incorrect", "log": "draw 0: relative error 0.9 exceeds tolerance 0.01"},
+    }
+    loop, _ = make_loop(campaign, store, recordings=recordings)
+    run_id = loop.start({})
+    by_knobs = {(c.family, str(sorted(c.knobs.items()))): c for c in candidates(store, run_id)}
+    bad_build = by_knobs[("tiled", str(sorted(tiled.items())))]
+    bad_gate = by_knobs[("mma_sync", str(sorted(mma.items())))]
+    assert bad_build.status == "compile_error" and bad_gate.status == "incorrect"
+    with store.session() as s:
+        logs = {e.candidate_id: e.log for e in s.scalars(select(Evaluation))}
+        assert "identifier undefined" in logs[bad_build.id]
+        assert "relative error" in logs[bad_gate.id]
+        assert s.get(Run, run_id).status == "finished"
+    assert any(c.status == "kept" and c.family == "mma_sync" for c in candidates(store, run_id))
+
+
+def test_a_worse_candidate_is_reverted_without_head_to_head(campaign, store):
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=2"])
+    space = SearchAgent(campaign).space
+    slow = {"status": "ok", "metrics": {"ratio": {"median": 0.001, "ci_low": 0.0009, "ci_high": 0.0011}}}
+    loop, harness = make_loop(campaign, store, recordings={key("tiled", space.families["tiled"].default): slow})
+    run_id = loop.start({})
+    second = candidates(store, run_id)[1]
+    assert second.status == "reverted" and "does not beat" in second.decision.reason
+    assert harness.head_to_heads == []
+
+
+@pytest.mark.parametrize(
+    "overrides, reason",
+    [
+        (["stop.target=0.01"], "target reached"),
+        (["stop.patience=2", "stop.target=50", "budget.candidates=40"], "patience"),
+        (["budget.candidates=4"], "budget spent: 4 candidates"),
+    ],
+)
+def test_stop_rules(store, overrides, reason):
+    campaign = campaigns.load("hopper-gemm", overrides)
+    loop, _ = make_loop(campaign, store)
+    if "patience" in reason:  # after the ladder, nothing beats the best mma configuration
+        loop.harness.recordings = {}
+        best = 10.0
+        mma = loop.agent.space.families["mma_sync"].default
+        loop.harness.recordings[key("mma_sync", mma)] = {
+            "status": "ok", "metrics": {"ratio": {"median": best, "ci_low": best, "ci_high": best}}}
+    run_id = loop.start({})
+    with store.session() as s:
+        assert reason in s.get(Run, run_id).stop_reason
+
+
+def test_resume_continues_with_nothing_lost_and_nothing_evaluated_twice(campaign, store):
+    loop, harness = make_loop(campaign, store, interrupt_after=5)
+    with pytest.raises(KeyboardInterrupt):
+        loop.start({})
+    run_id = 1
+    before = candidates(store, run_id)
+    with store.session() as s:
+        assert s.get(Run, run_id).status == "interrupted"
+    assert any(c.status == "proposed" for c in before)  # recorded, not yet evaluated
+    done_before = {c.source_hash for c in before if c.status not in ("proposed", "rejected")}
+
+    resumed, harness2 = make_loop(campaign, store)
+    resumed.drive(run_id)
+    after = candidates(store, run_id)
+    assert [c.id for c in after[: len(before)]] == [c.id for c in before]  # nothing lost
+    assert not done_before & set(harness2.evaluated)  # nothing evaluated twice
+    assert len(harness.evaluated) + len(harness2.evaluated) == len(set(harness.evaluated + harness2.evaluated))
+    assert sum(c.status not in ("proposed", "rejected") for c in after) == 10
+    with store.session() as s:
+        assert s.get(Run, run_id).status == "finished"
+
+
+def test_the_walk_is_reproducible(campaign, tmp_path):
+    from autodiscovery.store import Store
+
+    seqs = []
+    for name in ("a", "b"):
+        store = Store(tmp_path / f"{name}.db")
+        loop, _ = make_loop(campaign, store)
+        run_id = loop.start({})
+        seqs.append([(c.family, c.knobs, c.status) for c in candidates(store, run_id)])
+    assert seqs[0] == seqs[1]
+
+
+def test_standin_scores_rank_families():
+    assert standin("naive", {}) < standin("tiled", {"BM": 64}) < standin("mma_sync", {"BM": 128})

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import pytest
+
+from autodiscovery.expr import ExprError, evaluate
+from harnesses.hopper_gemm.manifest import ManifestError, parse, resolve
+
+NAMES = {"M": 4096, "N": 2048, "K": 512}
+
+
+def test_expressions():
+    assert evaluate("cdiv(N, 128) * 2", NAMES) == 32
+    assert evaluate("M % 128 == 0 and K >= 64", NAMES) is True
+    assert evaluate("min(M, N) // 2", NAMES) == 1024
+    assert evaluate(7, NAMES) == 7
+
+
+@pytest.mark.parametrize("bad", ["__import__('os')", "M.bit_length()", "open('x')", "[1][0]", "M / 2", "Q + 1", "M //"])
+def test_expressions_refuse_anything_else(bad):
+    with pytest.raises(ExprError):
+        evaluate(bad, NAMES)
+
+
+def source(manifest: str) -> str:
+    return f"/* @manifest\n{manifest}\n*/\nextern \"C\" __global__ void gemm() {{}}\n"
+
+
+GOOD = """kernel: gemm
+grid: ["cdiv(N, 128)", "cdiv(M, 128)", 1]
+block: [256, 1, 1]
+smem: "2 * 128 * 64 * 2 * 4"
+args: [A, B, C, M, N, K]
+requires: ["K % 64 == 0"]"""
+
+
+def test_resolve_a_good_manifest():
+    launch = resolve(parse(source(GOOD)), 4096, 2048, 512)
+    assert launch.grid == (16, 32, 1) and launch.block == (256, 1, 1) and launch.smem == 131072
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("K % 64 == 0", "K % 1024 == 0"), "requires K % 1024 == 0"),
+        (("[256, 1, 1]", "[2048, 1, 1]"), "must have 1 to 1024 threads"),
+        (('"2 * 128 * 64 * 2 * 4"', "300000"), "exceeds the 232448-byte limit"),
+        (("[A, B, C, M, N, K]", "[A, B, C, M, N, K, D]"), "unknown argument 'D'"),
+        (("kernel: gemm", "kernel: 9bad"), "manifest: kernel"),
+        (("grid:", "gird:"), "manifest: grid: Field required"),
+    ],
+)
+def test_bad_manifests_are_refused_with_a_reason(change, message):
+    with pytest.raises(ManifestError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        resolve(parse(source(GOOD.replace(*change))), 4096, 2048, 512)
+
+
+def test_cluster_must_divide_the_grid_and_maps_fit_the_swizzle():
+    cluster = GOOD + "\ncluster: [2, 1, 1]"
+    with pytest.raises(ManifestError, match="not a multiple of cluster"):
+        resolve(parse(source(cluster.replace('"cdiv(N, 128)"', "3"))), 4096, 2048, 512)
+    maps = GOOD.replace("args: [A, B, C, M, N, K]", "args: [tA, C]") + "\ntensor_maps: {tA: {tensor: A, box: [64, 128]}}"
+    with pytest.raises(ManifestError, match="exceeds the 128-byte swizzle"):
+        resolve(parse(source(maps)), 4096, 2048, 512)
+    ok = maps.replace("box: [64, 128]", "box: [64, 64]")
+    assert resolve(parse(source(ok)), 4096, 2048, 512).tensor_maps["tA"]["box"] == [64, 64]
+
+
+def test_missing_manifest():
+    with pytest.raises(ManifestError, match="no /\\* @manifest"):
+        parse("__global__ void f() {}")
