@@ -92,6 +92,7 @@ def benchmark(job: dict) -> dict:
         "ms": med, "tflops": {n: flops / (ms * 1e-3) / 1e12 for n, ms in med.items()},
         "pairs": len(times), "launches_per_sample": inner, "input_sets": len(bench.timing_sets()),
         "power": sampler.summary(),
+        "timed_gpu_s": round(float(times.sum()) * inner / 1000, 4),
         "phases_s": {"init": round(t_init, 4), "gate": t_gate, "timing": t_time},
     }
     # Ratio > 1: the first kernel is faster than the second (× cuBLAS, or speedup over the incumbent).

@@ -1,0 +1,18 @@
+/* @manifest
+kernel: gemm
+block: [16, 16, 1]
+grid: ["cdiv(N, 16)", "cdiv(M, 16)", 1]
+smem: 0
+args: [A, B, C, M, N, K]
+*/
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 bf16;
+// Right answer, then it overwrites one element of its input A.
+extern "C" __global__ void gemm(const bf16* A, const bf16* B, bf16* C, int M, int N, int K) {
+  int col = blockIdx.x * 16 + threadIdx.x, row = blockIdx.y * 16 + threadIdx.y;
+  if (row >= M || col >= N) return;
+  float acc = 0.f;
+  for (int k = 0; k < K; ++k) acc += __bfloat162float(A[(size_t)row * K + k]) * __bfloat162float(B[(size_t)col * K + k]);
+  C[(size_t)row * N + col] = __float2bfloat16(acc);
+  if (col == N - 1 && row == M - 1) const_cast<bf16*>(A)[0] = __float2bfloat16(0.f);
+}

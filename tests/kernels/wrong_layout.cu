@@ -1,0 +1,17 @@
+/* @manifest
+kernel: gemm
+block: [16, 16, 1]
+grid: ["cdiv(N, 16)", "cdiv(M, 16)", 1]
+smem: 0
+args: [A, B, C, M, N, K]
+*/
+#include <cuda_bf16.h>
+typedef __nv_bfloat16 bf16;
+// Reads B as if it were K x N: the classic transposition mistake.
+extern "C" __global__ void gemm(const bf16* A, const bf16* B, bf16* C, int M, int N, int K) {
+  int col = blockIdx.x * 16 + threadIdx.x, row = blockIdx.y * 16 + threadIdx.y;
+  if (row >= M || col >= N) return;
+  float acc = 0.f;
+  for (int k = 0; k < K; ++k) acc += __bfloat162float(A[(size_t)row * K + k]) * __bfloat162float(B[(size_t)k * N + col]);
+  C[(size_t)row * N + col] = __float2bfloat16(acc);
+}

@@ -1,0 +1,103 @@
+"""The CLI through typer's CliRunner, over a database filled by a replayed run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import HAS_GPU
+from replay import ReplayHarness
+from typer.testing import CliRunner
+
+from autodiscovery import campaign as campaigns, runner
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.cli import app
+from autodiscovery.store import Store
+
+cli = CliRunner()
+
+
+@pytest.fixture
+def db(tmp_path):
+    path = tmp_path / "cli.db"
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=6"])
+    harness = ReplayHarness(SearchAgent(campaign).space)
+    runner.start("hopper-gemm", ["budget.candidates=6"], Store(path), harness=harness)
+    return str(path)
+
+
+def invoke(*args):
+    return cli.invoke(app, list(args))
+
+
+def test_campaigns_lists_what_ships():
+    res = invoke("campaigns")
+    assert res.exit_code == 0 and "hopper-gemm" in res.output
+
+
+def test_runs_show_lineage_json(db):
+    rows = json.loads(invoke("--db", db, "runs", "--json").output)
+    assert len(rows) == 1 and rows[0]["status"] == "finished" and rows[0]["candidates"] == 6
+    assert rows[0]["best_x_cublas"] > 0.1 and rows[0]["device"] == "Replayed NVIDIA H100"
+
+    run = json.loads(invoke("--db", db, "show", "1", "--json").output)
+    assert run["config"]["budget"]["candidates"] == 6 and run["fingerprint"]["gpu"]
+    assert run["candidates"][0]["proposer"] == "seed" and "source" in run["candidates"][0]
+    assert run["llm_calls"] == []
+
+    chain = json.loads(invoke("--db", db, "lineage", "1", "--json").output)
+    assert chain[0]["seq"] == 0 and chain[-1]["seq"] == rows[0]["best_seq"]
+    assert all(r["hypothesis"] for r in chain)
+
+    cand = json.loads(invoke("--db", db, "show", "1/1", "--json").output)
+    assert cand["family"] == "tiled" and cand["evaluations"][0]["kind"] == "benchmark"
+
+
+def test_tables(db):
+    for args in (["runs"], ["show", "1"], ["show", "1/0"], ["lineage", "1"]):
+        res = invoke("--db", db, *args)
+        assert res.exit_code == 0, res.output
+    assert "lineage of run 1" in invoke("--db", db, "lineage", "1").output
+
+
+def test_export_writes_the_best_kernel(db, tmp_path):
+    out = tmp_path / "best" / "kernel.cu"
+    res = invoke("--db", db, "export", "1", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "@manifest" in out.read_text()
+    meta = json.loads(out.with_suffix(".cu.json").read_text())
+    assert meta["run"] == 1 and meta["x_cublas"] > 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["show", "9"], "no run 9"),
+        (["show", "1/99"], "has no candidate #99"),
+        (["show", "x/y"], "neither RUN nor RUN/CANDIDATE"),
+        (["lineage", "7"], "no run 7"),
+        (["run", "--campaign", "nope"], "unknown campaign 'nope'"),
+        (["run", "--set", "budget.candidates=zero"], "budget.candidates: Input should be a valid integer"),
+        (["run", "--resume", "42"], "no run 42"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(db, args, message):
+    res = invoke("--db", db, *args)
+    assert res.exit_code == 2
+    assert message in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(HAS_GPU, reason="this machine has a GPU")
+def test_run_without_a_gpu_says_so_before_any_work(tmp_path):
+    path = tmp_path / "nogpu.db"
+    res = invoke("--db", str(path), "run", "--campaign", "hopper-gemm")
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "no NVIDIA driver" in res.output or "no usable NVIDIA GPU" in res.output or "nvcc not found" in res.output
+    rows = json.loads(invoke("--db", str(path), "runs", "--json").output)
+    assert rows == []  # nothing started
+
+
+def test_run_without_nvcc_names_it(tmp_path):
+    res = invoke("--db", str(tmp_path / "x.db"), "run", "--set", "harness.nvcc=/nonexistent/nvcc")
+    assert res.exit_code == 2 and "nvcc not found" in res.output
