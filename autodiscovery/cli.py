@@ -78,6 +78,26 @@ def run(
                   f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
 
 
+@app.command()
+@friendly
+def measure(
+    kernel: Annotated[Path, typer.Argument(help="A kernel source file with its @manifest.")],
+    campaign: Annotated[str, typer.Option(help="Campaign whose problem and harness settings apply.")] = "hopper-gemm",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="Measure this many times, each in a fresh process.")] = 1,
+) -> None:
+    """Gate and time one kernel against cuBLAS (nothing is recorded)."""
+    outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat)
+    console.print(display.measure_table(str(kernel), outcomes))
+    scores = [o.score for o in outcomes if o.score is not None]
+    if len(scores) > 1:
+        med = sorted(scores)[len(scores) // 2]
+        console.print(f"spread of × cuBLAS over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
+                      f"of the median ({min(scores):.4f} to {max(scores):.4f})")
+    if any(o.status != "ok" for o in outcomes):
+        raise typer.Exit(1)
+
+
 @app.command("campaigns")
 @friendly
 def list_campaigns() -> None:

@@ -114,3 +114,19 @@ def candidates_table(rows: list[dict]) -> Table:
         t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"], fmt(r["tflops"], ".1f"),
                   fmt(r["x_cublas"]), fmt(r["registers"], "d"), (r["decision"] or "")[:80])
     return t
+
+
+def measure_table(kernel: str, outcomes: list) -> Table:
+    t = Table(title=f"{kernel}: gate and interleaved timing against cuBLAS")
+    for col in ("#", "status", "TFLOP/s", "cuBLAS TFLOP/s", "× cuBLAS", "CI", "SM MHz", "W", "eval s", "detail"):
+        t.add_column(col, overflow="fold")
+    for i, o in enumerate(outcomes):
+        m = o.metrics
+        r = m.get("ratio", {})
+        p = m.get("power", {})
+        ci = f"{r['ci_low']:.4f}–{r['ci_high']:.4f}" if o.status == "ok" else "–"
+        t.add_row(str(i + 1), o.status, fmt(m.get("tflops", {}).get("candidate"), ".1f"),
+                  fmt(m.get("tflops", {}).get("cublas"), ".1f"), fmt(o.score, ".4f"), ci,
+                  fmt(p.get("sm_clock_mhz", {}).get("mean"), ".0f"), fmt(p.get("power_w", {}).get("mean"), ".0f"),
+                  fmt(o.seconds, ".2f"), "" if o.status == "ok" else o.log.splitlines()[0][:100])
+    return t

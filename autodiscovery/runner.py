@@ -49,3 +49,21 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         Run.find(s, run_id).config = campaign.model_dump(mode="json")
     loop = Loop(campaign, store, harness, agent, display, workers(campaign))
     return loop.drive(run_id)
+
+
+def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1, harness=None) -> list:
+    """Gate and time one kernel file against cuBLAS, `repeat` times, each in a fresh child process."""
+    from pathlib import Path
+
+    path = Path(kernel)
+    if not path.is_file():
+        raise AutoDiscoveryError(f"kernel file not found: {kernel}")
+    campaign = load(name_or_path, overrides)
+    harness = harness or harnesses.get(campaign.harness.name)(campaign)
+    harness.preflight()
+    source = path.read_text()
+    harness.check(source)
+    build = harness.build(source)
+    if not build.ok:
+        raise AutoDiscoveryError(f"{kernel} does not compile: {build.log.splitlines()[0] if build.log else ''}")
+    return [harness.evaluate(source, build) for _ in range(repeat)]

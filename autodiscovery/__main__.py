@@ -1,0 +1,3 @@
+from autodiscovery.cli import app
+
+app(prog_name="autodiscovery")
