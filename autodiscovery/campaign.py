@@ -51,12 +51,14 @@ class HarnessSettings(Strict):
     """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ the gate accepts."""
     gate_draws: int = Field(3, ge=2, le=16)
     """Fresh random input draws the gate checks, on alternating buffers."""
-    warmup: int = Field(5, ge=1)
-    """Untimed launches of each kernel before timing."""
-    repetitions: int = Field(30, ge=5)
-    """Timed pairs (candidate, cuBLAS), interleaved."""
-    sample_ms: float = Field(1.0, gt=0)
+    warmup_ms: float = Field(200.0, ge=0)
+    """Untimed launches, alternating between the kernels, for about this long before timing."""
+    repetitions: int = Field(40, ge=10)
+    """Timed pairs (candidate, cuBLAS), interleaved in alternating order."""
+    sample_ms: float = Field(2.0, gt=0)
     """Each timed sample repeats launches until it lasts about this long."""
+    timing_budget_s: float = Field(4.0, gt=0)
+    """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     """Confidence level of the interval on the median ratio."""
     timeout_s: float = Field(120.0, gt=0)

@@ -47,14 +47,14 @@ def test_gate_accepts_the_seed(harness):
         ("scribbles_on_input.cu", "incorrect", "modified its inputs"),
         ("first_launch_only.cu", "incorrect", "draw 1"),
         ("low_precision.cu", "incorrect", "relative error"),
-        ("illegal_address.cu", "crashed", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+        ("illegal_address.cu", "crashed", "illegal"),
         ("hangs.cu", "timeout", "killed after"),
     ],
 )
 def test_gate_rejects_wrong_kernels(harness, kernel, status, words):
     out = evaluate(harness, (KERNELS / kernel).read_text())
     assert out.status == status, out.log
-    assert words in out.log
+    assert words in out.log.lower() if words == "illegal" else words in out.log
 
 
 def test_paired_timing_against_cublas(harness):
@@ -63,10 +63,10 @@ def test_paired_timing_against_cublas(harness):
     out = evaluate(harness, src)
     assert out.status == "ok", out.log
     m = out.metrics
-    assert m["pairs"] == 12 and len(m["ratios"]) == 12
+    assert m["pairs"] == 12 and len(m["ratios"]) == 12  # a fast kernel gets every pair asked for
     assert m["ratio"]["ci_low"] <= m["ratio"]["median"] <= m["ratio"]["ci_high"]
     assert m["tflops"]["cublas"] > 200
-    assert m["input_sets"] >= 2 and m["launches_per_sample"] >= 1
+    assert m["input_sets"] >= 2 and min(m["launches_per_sample"].values()) >= 1
     # The same kernel against itself, head to head: a ratio of one within the noise.
     build = harness.build(src)
     same = harness.head_to_head((src, build), (src, build))

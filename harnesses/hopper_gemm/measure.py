@@ -107,12 +107,14 @@ class Bench:
                 out[name] = ((lambda i, k=kernel, p=params: k(p[i])), C)
         return out
 
-    def interleave(self, launchers: list[Callable[[int], None]], reps: int, warmup: int,
-                   sample_ms: float) -> tuple[np.ndarray, int, list[int]]:
+    def interleave(self, launchers: list[Callable[[int], None]], reps: int, warmup_ms: float,
+                   sample_ms: float, budget_s: float) -> tuple[np.ndarray, list[int], list[int]]:
         """Time the launchers in alternating order (A B, B A, ...); returns ms per launch [rep, launcher].
 
-        Each sample repeats launches (rotating input sets) until it lasts about `sample_ms`; nothing
-        synchronizes between samples, so the host stays ahead of the GPU and no launch gap is timed.
+        Warm-up runs every launcher in turn for about `warmup_ms`, so clocks and power settle first.
+        Each sample repeats one launcher (rotating input sets) until it lasts about `sample_ms`;
+        nothing synchronizes between samples, so the host stays ahead of the GPU and no launch gap is
+        timed. Slow kernels get fewer pairs (at least 10) so timing stays within about `budget_s`.
         """
         nsets = len(self.timing_sets())
         idx = 0
@@ -125,26 +127,32 @@ class Bench:
                 last[k] = idx
                 idx = (idx + 1) % nsets
 
-        for k in range(len(launchers)):
-            run(k, warmup)
         est = []
         for k in range(len(launchers)):
+            run(k, 1)
             e0, e1 = cp.cuda.Event(), cp.cuda.Event()
             e0.record(self.stream)
-            run(k, 3)
+            run(k, 2)
             e1.record(self.stream)
             e1.synchronize()
-            est.append(cp.cuda.get_elapsed_time(e0, e1) / 3)
-        inner = int(min(200, max(1, math.ceil(sample_ms / max(min(est), 1e-4)))))
+            est.append(max(cp.cuda.get_elapsed_time(e0, e1) / 2, 1e-3))
+        rounds = int(min(1000, math.ceil(warmup_ms / sum(est))))
+        for _ in range(rounds):
+            for k in range(len(launchers)):
+                run(k, 1)
+        inner = [int(min(500, max(1, math.ceil(sample_ms / t)))) for t in est]
+        per_pair_ms = sum(n * t for n, t in zip(inner, est))
+        reps = int(max(10, min(reps, budget_s * 1000 // per_pair_ms)))
         events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in launchers] for _ in range(reps)]
         for r in range(reps):
             order = range(len(launchers)) if r % 2 == 0 else reversed(range(len(launchers)))
             for k in order:
                 events[r][k][0].record(self.stream)
-                run(k, inner)
+                run(k, inner[k])
                 events[r][k][1].record(self.stream)
         self.stream.synchronize()
-        times = np.array([[cp.cuda.get_elapsed_time(a, b) / inner for a, b in row] for row in events])
+        times = np.array([[cp.cuda.get_elapsed_time(a, b) / inner[k] for k, (a, b) in enumerate(row)]
+                          for row in events])
         return times, inner, last
 
     def recheck(self, C: cp.ndarray, set_index: int, tolerance: float) -> dict:

@@ -7,6 +7,7 @@ kills it after the campaign's timeout; a crash leaves no result and the parent r
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -77,8 +78,8 @@ def benchmark(job: dict) -> dict:
     order = list(kernels) + (["cublas"] if job["mode"] == "benchmark" else [])
     runners = bench.runners({name: kernels.get(name) for name in order})
     with PowerSampler(info.pci_bus_id) as sampler:
-        times, inner, last = bench.interleave([runners[n][0] for n in order], s["repetitions"], s["warmup"],
-                                              s["sample_ms"])
+        times, inner, last = bench.interleave([runners[n][0] for n in order], s["repetitions"], s["warmup_ms"],
+                                              s["sample_ms"], s["timing_budget_s"])
     t_time = elapsed(t)
     for k, name in enumerate(order):
         if name in kernels:
@@ -90,9 +91,9 @@ def benchmark(job: dict) -> dict:
     med = {name: float(sorted(times[:, k])[len(times) // 2]) for k, name in enumerate(order)}
     metrics |= {
         "ms": med, "tflops": {n: flops / (ms * 1e-3) / 1e12 for n, ms in med.items()},
-        "pairs": len(times), "launches_per_sample": inner, "input_sets": len(bench.timing_sets()),
+        "pairs": len(times), "launches_per_sample": dict(zip(order, inner)), "input_sets": len(bench.timing_sets()),
         "power": sampler.summary(),
-        "timed_gpu_s": round(float(times.sum()) * inner / 1000, 4),
+        "timed_gpu_s": round(float((times * inner).sum()) / 1000, 4),
         "phases_s": {"init": round(t_init, 4), "gate": t_gate, "timing": t_time},
     }
     # Ratio > 1: the first kernel is faster than the second (× cuBLAS, or speedup over the incumbent).
@@ -115,7 +116,8 @@ def main() -> int:
     result["child_s"] = round(time.perf_counter() - T0, 4)
     with open(result_path, "w") as f:
         json.dump(result, f)
-    return 0
+    sys.stdout.flush()
+    os._exit(0)  # skip library exit handlers: after a CUDA fault they only add noise
 
 
 if __name__ == "__main__":
