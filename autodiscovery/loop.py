@@ -156,7 +156,7 @@ class Loop:
         seed = cands[0]
         if seed.status in EVALUATED and seed.status not in ("kept", "measured"):
             ev = seed.measurement or (seed.evaluations[-1] if seed.evaluations else None)
-            return f"failed: the seed did not pass ({seed.status}): {(ev.log if ev else '').splitlines()[:1]}"
+            return f"failed: the seed did not pass ({seed.status}): {_first_line(ev.log if ev else '')}"
         return None
 
     # ---- proposals ------------------------------------------------------------------------
