@@ -171,7 +171,15 @@ class Loop:
         h = self.history(run_id)
         used = sum(r.status in EVALUATED for r in h.records)
         n = min(self.campaign.agent.search.batch, self.campaign.budget.candidates - used)
-        proposals = [p for p in self.agent.propose(h, n) if p.rejected or source_hash(p.source) not in h.hashes]
+        proposals = self.agent.propose(h, n)
+        seen = {r.source_hash: r.seq for r in h.records if r.status != "rejected"}
+        for p in proposals:  # the same kernel twice is never evaluated twice
+            digest = source_hash(p.source)
+            if not p.rejected and digest in seen:
+                twin = f"candidate #{seen[digest]}" if seen[digest] >= 0 else "another proposal of this batch"
+                p.rejected = f"renders the same source as {twin}"
+            elif not p.rejected:
+                seen[digest] = -1
         return [c for c in self._add(run_id, proposals) if c.status == "proposed"]
 
     def _add(self, run_id: int, proposals: list[Proposal]) -> list[Candidate]:
