@@ -81,3 +81,20 @@ def test_a_short_run(tmp_path):
     assert rows[-1]["x_cublas"] > rows[0]["x_cublas"]
     run = report.show_run(store, run_id)
     assert run["fingerprint"]["cublas"] and run["fingerprint"]["sms"] >= 100
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 778, 520)])
+@pytest.mark.parametrize("family", [f.name for f in Space("hopper_gemm").ladder()])
+def test_every_family_default_passes_the_gate(tmp_path_factory, family, shape):
+    M, N, K = shape
+    c = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}",
+                                       "harness.repetitions=10", "harness.timeout_s=60",
+                                       f"harness.cache_dir={tmp_path_factory.getbasetemp() / 'family-cache'}"])
+    h = HopperGemmHarness(c)
+    h.preflight()
+    space = Space("hopper_gemm")
+    fam = space.families[family]
+    out = evaluate(h, space.render(family, fam.default))
+    assert out.status == "ok", out.log
+    if family.startswith("wgmma"):
+        assert h.build(space.render(family, fam.default)).has_hgmma is True
