@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import wraps
 from pathlib import Path
@@ -42,6 +43,15 @@ def friendly(fn):
         except AutoDiscoveryError as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
+        except (typer.Exit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug of ours: say so in one line; the traceback on request
+            if os.environ.get("AUTODISCOVERY_DEBUG"):
+                raise
+            err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} "
+                      "(set AUTODISCOVERY_DEBUG=1 for the traceback; what was recorded is kept)",
+                      highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
     return wrapper
 
 

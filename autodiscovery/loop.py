@@ -220,7 +220,7 @@ class Loop:
         verdict, reason = self._decide(run_id, cand.id, outcome, build)
         with self.store.session() as s:
             c = s.get(Candidate, cand.id)
-            _ = c.evaluations
+            _ = c.evaluations, c.build, c.decision
         self.display.finished(c, outcome, verdict, reason, self.history(run_id).incumbent)
 
     def _record_build(self, build) -> int:

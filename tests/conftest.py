@@ -44,4 +44,4 @@ def store(tmp_path) -> Store:
 
 @pytest.fixture
 def campaign():
-    return campaigns.load("hopper-gemm", ["budget.candidates=10", "stop.patience=50", "agent.search.batch=3"])
+    return campaigns.load("hopper-gemm", ["budget.candidates=10", "stop.patience=50", "stop.target=5", "agent.search.batch=3"])

@@ -15,7 +15,7 @@ from harnesses.hopper_gemm import Outcome
 from harnesses.hopper_gemm.build import BuildReport
 from harnesses.hopper_gemm.manifest import parse, resolve
 
-RUNG_SCALE = {"naive": 0.006, "tiled": 0.05, "mma_sync": 0.45}
+RUNG_SCALE = {"naive": 0.006, "tiled": 0.05, "mma_sync": 0.45, "wgmma_tma": 0.6, "wgmma_ws": 0.85}
 
 
 def key(family: str | None, knobs: dict) -> str:

@@ -71,7 +71,7 @@ def test_failures_are_recorded_and_the_run_goes_on(campaign, store):
         assert "identifier undefined" in logs[bad_build.id]
         assert "relative error" in logs[bad_gate.id]
         assert s.get(Run, run_id).status == "finished"
-    assert any(c.status == "kept" and c.family == "mma_sync" for c in candidates(store, run_id))
+    assert any(c.status == "kept" and c.seq > bad_gate.seq for c in candidates(store, run_id))
 
 
 def test_a_worse_candidate_is_reverted_without_head_to_head(campaign, store):
@@ -143,3 +143,19 @@ def test_the_walk_is_reproducible(campaign, tmp_path):
 
 def test_standin_scores_rank_families():
     assert standin("naive", {}) < standin("tiled", {"BM": 64}) < standin("mma_sync", {"BM": 128})
+
+
+def test_live_display_renders_a_run(campaign, store):
+    import io
+
+    from rich.console import Console
+
+    from autodiscovery.display import LiveDisplay
+
+    out = io.StringIO()
+    loop, _ = make_loop(campaign, store)
+    loop.display = LiveDisplay(Console(file=out, width=160, force_terminal=False))
+    loop.start({})
+    text = out.getvalue()
+    assert "best so far: #" in text and "× cuBLAS" in text and "stopped: budget spent" in text
+    assert "mma_sync" in text and "kept" in text

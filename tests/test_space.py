@@ -62,24 +62,29 @@ def rec(seq, family, knobs, score, kept=False, status=None):
 
 def test_agent_climbs_then_tunes_then_moves_on():
     agent = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.knob_patience=3"]))
+    ladder = [f.name for f in agent.space.ladder()]
     seed = rec(0, "naive", {}, 0.005, kept=True)
     first = agent.propose(History([seed], seed), 2)
-    assert [p.family for p in first] == ["tiled", "mma_sync"]
+    assert [p.family for p in first] == ladder[1:3]  # structural moves first, in rung order
     assert all(p.proposer == "search:structural" and p.source for p in first)
-    assert first[0].knobs == agent.space.families["tiled"].default
+    assert first[0].knobs == agent.space.families[ladder[1]].default
 
-    tiled = rec(1, "tiled", first[0].knobs, 0.05, kept=True)
-    mma = rec(2, "mma_sync", first[1].knobs, 0.5, kept=True)
-    h = History([seed, tiled, mma], mma)
+    # Every rung tried, the top one kept: knob moves within the incumbent's family.
+    top = ladder[-1]
+    tried = [rec(i + 1, f, agent.space.families[f].default, 0.05 * (i + 1), kept=True)
+             for i, f in enumerate(ladder[1:])]
+    best = tried[-1]
+    h = History([seed, *tried], best)
     moves = agent.propose(h, 3)
     valid = [p for p in moves if not p.rejected]
-    assert len(valid) == 3 and all(p.family == "mma_sync" and p.proposer == "search:knob" for p in valid)
-    assert len({canon(p.knobs) for p in valid} | {canon(mma.knobs)}) == 4  # nothing proposed twice
+    assert len(valid) == 3 and all(p.family == top and p.proposer == "search:knob" for p in valid)
+    assert len({canon(p.knobs) for p in valid} | {canon(best.knobs)}) == 4  # nothing proposed twice
     assert all("→" in p.hypothesis for p in valid)
     for p in moves:
         if p.rejected:
             assert p.source == "" and p.rejected
 
-    # Three knob moves in mma_sync without a keep: the family is done, the space is exhausted.
-    tried = [rec(3 + i, "mma_sync", p.knobs, 0.4) for i, p in enumerate(valid)]
-    assert agent.propose(History([seed, tiled, mma, *tried], mma), 2) == []
+    # Three knob moves in the top family without a keep: it is done, and nothing lower is worth
+    # tuning, so the space is exhausted.
+    more = [rec(10 + i, top, p.knobs, 0.01) for i, p in enumerate(valid)]
+    assert agent.propose(History([seed, *tried, *more], best), 2) == []

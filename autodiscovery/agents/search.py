@@ -25,7 +25,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 MAX_ASKS = 60  # TPE draws per move before a family counts as exhausted
-MAX_REJECTED = 16  # constraint rejections recorded per call, at most
+MAX_REJECTED = 2  # constraint rejections recorded per call; further invalid draws are skipped unrecorded
 
 
 def canon(knobs: dict[str, Any]) -> str:
@@ -55,11 +55,12 @@ class SearchAgent:
                 out.append(self._structural(fam, history))
                 tried.add((fam.name, canon(out[-1].knobs)))
         exhausted: set[str] = set()
-        while len(self._valid(out)) < n and len(out) - len(self._valid(out)) < MAX_REJECTED:
+        while len(self._valid(out)) < n:
             fam = self._active(history, exhausted, inc_rung)
             if fam is None:
                 break
-            move = self._tpe_move(fam, history, out, tried)
+            record_rejections = len(out) - len(self._valid(out)) < MAX_REJECTED
+            move = self._tpe_move(fam, history, out, tried, record_rejections)
             if move is None:
                 exhausted.add(fam.name)
                 continue
@@ -107,7 +108,7 @@ class SearchAgent:
 
     # ---- knob moves -------------------------------------------------------------------------
     def _tpe_move(self, fam: Family, history: History, pending: list[Proposal],
-                  tried: set[tuple[str | None, str]]) -> Proposal | None:
+                  tried: set[tuple[str | None, str]], record_rejections: bool = True) -> Proposal | None:
         dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
         sampler = optuna.samplers.TPESampler(
             seed=self.seed + len(history.records) + len(pending), n_startup_trials=4, constant_liar=True
@@ -134,10 +135,14 @@ class SearchAgent:
                 score = known.get(key)
                 study.tell(trial, score, state=TrialState.COMPLETE if score is not None else TrialState.FAIL)
                 continue
+            if fam.violations(knobs, self.shape) and not record_rejections:
+                tried.add((fam.name, key))
+                study.tell(trial, state=TrialState.FAIL)
+                continue
             return self._knob_proposal(fam, knobs, history)
-        # TPE keeps landing on tried points: fall back to the first untried configuration, if any.
+        # TPE keeps landing on tried or invalid points: fall back to the first untried valid one.
         for knobs in fam.configurations():
-            if (fam.name, canon(knobs)) not in tried:
+            if (fam.name, canon(knobs)) not in tried and not fam.violations(knobs, self.shape):
                 return self._knob_proposal(fam, knobs, history)
         return None
 

@@ -166,9 +166,10 @@ def tensor_map(spec: dict, values: dict[str, cp.ndarray]) -> cu.CUtensorMap:
     box_rows, box_cols = spec["box"]
     swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[spec["swizzle"]]
     l2 = {0: "NONE", 64: "64B", 128: "128B", 256: "256B"}[spec["l2_promotion"]]
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
     return check(cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, t.data.ptr,
-        [cols, rows], [cols * 2], [box_cols, box_rows], [1, 1],
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, u32(2), t.data.ptr,
+        [u64(cols), u64(rows)], [u64(cols * 2)], [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
         getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{'L2_' + l2 if l2 != 'NONE' else 'NONE'}"),
