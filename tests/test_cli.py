@@ -20,9 +20,9 @@ cli = CliRunner()
 @pytest.fixture
 def db(tmp_path):
     path = tmp_path / "cli.db"
-    campaign = campaigns.load("hopper-gemm", ["budget.candidates=6"])
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", "stop.target=5"])
     harness = ReplayHarness(SearchAgent(campaign).space)
-    runner.start("hopper-gemm", ["budget.candidates=6"], Store(path), harness=harness)
+    runner.start("hopper-gemm", ["budget.candidates=6", "stop.target=5"], Store(path), harness=harness)
     return str(path)
 
 
