@@ -84,3 +84,9 @@ class ReplayHarness:
         self.head_to_heads.append((challenger[1].cache_key, incumbent[1].cache_key))
         r = a / b
         return Outcome("ok", {"ratio": {"median": r, "ci_low": r * 0.995, "ci_high": r * 1.005}}, "", 0.01)
+
+
+def load_recording(path) -> tuple[dict, dict[str, dict]]:
+    """A run recorded on a real GPU (tests/data/*.json): its fingerprint and its evaluations by configuration."""
+    data = json.loads(open(path).read())
+    return data["device"], {key(r["family"], r["knobs"]): r for r in data["recordings"]}

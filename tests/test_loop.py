@@ -159,3 +159,20 @@ def test_live_display_renders_a_run(campaign, store):
     text = out.getvalue()
     assert "best so far: #" in text and "× cuBLAS" in text and "stopped: budget spent" in text
     assert "mma_sync" in text and "kept" in text
+
+
+def test_replaying_a_real_h200_run_takes_the_same_walk(store):
+    """Evaluations recorded by `run --set budget.candidates=12` on an H200 drive the loop again."""
+    from pathlib import Path
+
+    from replay import load_recording
+
+    device, recordings = load_recording(Path(__file__).parent / "data" / "h200_run.json")
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=12"])
+    loop, harness = make_loop(campaign, store, recordings=recordings)
+    run_id = loop.start(device)
+    walked = [(c.family, c.knobs) for c in candidates(store, run_id) if c.status != "rejected"]
+    assert [(r["family"], r["knobs"]) for r in recordings.values()] == walked  # every step was recorded
+    chain = report.lineage(store, run_id)
+    assert [r["family"] for r in chain] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws"]
+    assert chain[-1]["x_cublas"] == pytest.approx(0.8842, abs=1e-3)
