@@ -108,6 +108,27 @@ def measure(
         raise typer.Exit(1)
 
 
+@app.command()
+@friendly
+def ladder(
+    shape: Annotated[list[str], typer.Option(help="Problem shape: N (square) or MxNxK; repeat for several.")] = ["4096"],
+    per_family: Annotated[int, typer.Option(min=1, help="Configurations tried per family (default first, then TPE).")] = 6,
+    family: Annotated[Optional[list[str]], typer.Option(help="Only these families (repeatable).")] = None,
+    campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] = "hopper-gemm",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """The best configuration of each kernel family at each shape, interleaved with cuBLAS."""
+    with console.status("climbing the ladder") as status:
+        results = runner.ladder(campaign, list(set_ or []), shape, store(), per_family, family,
+                                progress=lambda msg: status.update(f"ladder: {msg}"))
+    if as_json:
+        return emit_json([{"shape": list(s), "run": run_id, "rungs": [r.row() for r in rungs]}
+                          for s, run_id, rungs in results])
+    for s, run_id, rungs in results:
+        console.print(display.ladder_table(s, run_id, [r.row() for r in rungs]))
+
+
 @app.command("campaigns")
 @friendly
 def list_campaigns() -> None:

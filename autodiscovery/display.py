@@ -130,3 +130,18 @@ def measure_table(kernel: str, outcomes: list) -> Table:
                   fmt(p.get("sm_clock_mhz", {}).get("mean"), ".0f"), fmt(p.get("power_w", {}).get("mean"), ".0f"),
                   fmt(o.seconds, ".2f"), "" if o.status == "ok" else o.log.splitlines()[0][:100])
     return t
+
+
+def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> Table:
+    M, N, K = shape
+    t = Table(title=f"ladder at {M}×{N}×{K} (run {run_id}): each family's best, interleaved with cuBLAS")
+    for col in ("rung", "family", "configuration", "TFLOP/s", "× cuBLAS", "CI", "regs", "spills", "HGMMA", "passed"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r["ci_low"] is not None else "–"
+        knobs = " ".join(f"{k}={v}" for k, v in r["knobs"].items()) or "–"
+        hg = {True: "yes", False: "no", None: "–"}[r["has_hgmma"]]
+        t.add_row(str(r["rung"]), r["family"], knobs if r["x_cublas"] is not None else f"[red]{r['note']}[/]",
+                  fmt(r["tflops"], ".1f"), fmt(r["x_cublas"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
+                  hg, f"{r['passed']}/{r['tried']}")
+    return t

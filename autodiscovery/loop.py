@@ -17,6 +17,7 @@ from sqlalchemy import select
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents import Agent, History, Proposal, Record
 from autodiscovery.campaign import Campaign
+from autodiscovery.outcome import Outcome
 from autodiscovery.store import Build, Candidate, Decision, Evaluation, Run, Store
 from autodiscovery.store.models import utcnow
 
@@ -206,11 +207,11 @@ class Loop:
         try:
             self.harness.check(cand.source)
         except AutoDiscoveryError as exc:
-            outcome = _Outcome("rejected", log=str(exc))
+            outcome = Outcome("rejected", log=str(exc))
         build = build_future.result()
         build_id = self._record_build(build) if build is not None else None
         if outcome is None:
-            outcome = self.harness.evaluate(cand.source, build) if build.ok else _Outcome("compile_error", log=build.log)
+            outcome = self.harness.evaluate(cand.source, build) if build.ok else Outcome("compile_error", log=build.log)
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cand.id, kind="benchmark", status=outcome.status, metrics=outcome.metrics,
                              log=outcome.log, device=outcome.device, seconds=outcome.seconds))
@@ -281,20 +282,6 @@ class Loop:
             run.status, run.stop_reason = status, reason
             run.elapsed_s = self._elapsed()
             run.updated_at = utcnow()
-
-
-@dataclass
-class _Outcome:
-    status: str
-    metrics: dict | None = None
-    log: str = ""
-    seconds: float = 0.0
-    device: str = ""
-
-    def __post_init__(self) -> None:
-        self.metrics = self.metrics or {}
-
-    score = None
 
 
 def _first_line(text: str) -> str:

@@ -24,6 +24,7 @@ def workers(campaign: Campaign) -> int:
 def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None) -> int:
     campaign = load(name_or_path, overrides)  # validated before anything else happens
     harness, agent = prepare(campaign, harness)
+    harness.check(campaign.seed_path().read_text())  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight()
     loop = Loop(campaign, store, harness, agent, display, workers(campaign))
     return loop.start(fingerprint)
@@ -67,3 +68,30 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     if not build.ok:
         raise AutoDiscoveryError(f"{kernel} does not compile: {build.log.splitlines()[0] if build.log else ''}")
     return [harness.evaluate(source, build) for _ in range(repeat)]
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'4096' (square) or 'MxNxK'."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 3) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise AutoDiscoveryError(f"shape '{text}' is neither N nor MxNxK with positive integers")
+    return (int(parts[0]),) * 3 if len(parts) == 1 else tuple(int(p) for p in parts)
+
+
+def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: Store, per_family: int,
+           families: list[str] | None = None, progress=lambda _: None, harness=None):
+    """The best configuration of each family at each shape: [(shape, run_id, rungs)]."""
+    from autodiscovery.ladder import Ladder
+
+    parsed = [parse_shape(s) for s in shapes]
+    out, fingerprint = [], None
+    for M, N, K in parsed:
+        campaign = load(name_or_path, [*overrides, f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
+        h = harness or harnesses.get(campaign.harness.name)(campaign)
+        if fingerprint is None:
+            fingerprint = h.preflight()
+        else:
+            h.sms, h.device = fingerprint["sms"], fingerprint["gpu"]
+        run_id, rungs = Ladder(campaign, store, h, workers(campaign), progress).climb(fingerprint, per_family, families)
+        out.append(((M, N, K), run_id, rungs))
+    return out

@@ -101,3 +101,28 @@ def test_run_without_a_gpu_says_so_before_any_work(tmp_path):
 def test_run_without_nvcc_names_it(tmp_path):
     res = invoke("--db", str(tmp_path / "x.db"), "run", "--set", "harness.nvcc=/nonexistent/nvcc")
     assert res.exit_code == 2 and "nvcc not found" in res.output
+
+
+def test_ladder_lists_each_familys_best(tmp_path, monkeypatch):
+    from autodiscovery.space import Space
+
+    harness = ReplayHarness(Space("hopper_gemm"))
+    results = runner.ladder("hopper-gemm", [], ["4096"], Store(tmp_path / "l.db"), per_family=4, harness=harness)
+    (shape, run_id, rungs), = results
+    assert shape == (4096, 4096, 4096)
+    assert [r.family for r in rungs] == [f.name for f in Space("hopper_gemm").ladder()]
+    for r in rungs:
+        row = r.row()
+        assert row["x_cublas"] is not None and row["ci_low"] <= row["x_cublas"] <= row["ci_high"]
+        assert row["tried"] == (1 if r.family == "naive" else 4)
+    # the reported configuration is the best of those tried, and each final figure was re-measured
+    with Store(tmp_path / "l.db").session() as s:
+        from autodiscovery.store import Evaluation
+        finals = s.query(Evaluation).filter(Evaluation.kind == "ladder").count()
+    assert finals == len(rungs)
+
+
+def test_ladder_shapes_are_checked():
+    with pytest.raises(Exception, match="neither N nor MxNxK"):
+        runner.parse_shape("4096x12")
+    assert runner.parse_shape("1024x512x256") == (1024, 512, 256)

@@ -14,11 +14,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
+from autodiscovery.outcome import Outcome
 from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError, nvcc_version
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 
@@ -27,20 +27,6 @@ __all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "Too
 
 class HarnessError(AutoDiscoveryError):
     pass
-
-
-@dataclass
-class Outcome:
-    status: str  # ok | compile_error | incorrect | timeout | crashed | rejected
-    metrics: dict = field(default_factory=dict)
-    log: str = ""
-    seconds: float = 0.0
-    device: str = ""
-
-    @property
-    def score(self) -> float | None:
-        """× cuBLAS (median of paired ratios), the number the loop optimizes."""
-        return self.metrics.get("ratio", {}).get("median") if self.status == "ok" else None
 
 
 class HopperGemmHarness:
