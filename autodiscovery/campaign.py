@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -86,10 +86,52 @@ class SearchAgentSettings(Strict):
     """Candidates proposed at once, built in parallel."""
 
 
+class LlmModel(Strict):
+    name: str
+    """The model's name at the endpoint."""
+    weight: float = Field(1.0, gt=0)
+    """Share of the proposals this model makes (models are drawn at random by weight)."""
+    price_in: float | None = Field(None, ge=0)
+    """Price per million input tokens, for cost accounting (none: cost not tracked)."""
+    price_out: float | None = Field(None, ge=0)
+    """Price per million output tokens."""
+
+
+class LlmAgentSettings(Strict):
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM); none: the client's default."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable that holds the key."""
+    models: list[LlmModel] = []
+    """One or more models; each proposal records which one made it."""
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(8000, ge=64)
+    """Most output tokens a reply may use."""
+    timeout_s: float = Field(300.0, gt=0)
+    """One request's time limit."""
+    retries: int = Field(4, ge=0)
+    """Retries with exponential backoff on 429, 5xx, timeouts and dropped connections."""
+    reflections: int = Field(3, ge=0, le=10)
+    """Replies per proposal that may be answered with a failed edit before giving up on it."""
+    repair_turns: int = Field(1, ge=0, le=5)
+    """Turns a candidate that does not compile gets to repair itself before it is recorded."""
+    attempts_shown: int = Field(8, ge=0)
+    """The most recent attempts (with verdicts) shown in each prompt."""
+    seed: int = 0
+    """Seed for drawing models by weight."""
+
+
 class AgentSettings(Strict):
-    kind: Literal["search"] = "search"
+    kind: Literal["search", "llm"] = "search"
     """Which agent proposes candidates."""
     search: SearchAgentSettings = SearchAgentSettings()
+    llm: LlmAgentSettings = LlmAgentSettings()
+
+    @model_validator(mode="after")
+    def _llm_has_a_model(self) -> AgentSettings:
+        if self.kind == "llm" and not self.llm.models:
+            raise ValueError("agent.llm.models: the llm agent needs at least one model (or --model NAME)")
+        return self
 
 
 class Budget(Strict):
@@ -97,6 +139,10 @@ class Budget(Strict):
     """Candidates built and evaluated (rejected configurations do not count)."""
     minutes: float = Field(120.0, gt=0)
     """Wall-clock minutes for the run."""
+    tokens: int | None = Field(None, ge=1)
+    """LLM tokens (input + output) for the run; none: no limit."""
+    cost: float | None = Field(None, gt=0)
+    """LLM cost for the run, in the unit of the models' prices; none: no limit."""
 
 
 class StopRules(Strict):

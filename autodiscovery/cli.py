@@ -30,8 +30,11 @@ def main(db: Annotated[Optional[str], typer.Option(help="Database: a SQLAlchemy 
     state["db"] = db
 
 
-def store() -> Store:
-    return Store(state["db"])
+DbOption = Annotated[Optional[str], typer.Option("--db", help="Database: a SQLAlchemy URL or a file path.")]
+
+
+def store(db: str | None = None) -> Store:
+    return Store(db or state["db"])
 
 
 def friendly(fn):
@@ -65,17 +68,30 @@ def run(
     campaign: Annotated[str, typer.Option(help="Campaign name (see `campaigns`) or path to a YAML file.")] = "hopper-gemm",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
     resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
+    agent: Annotated[Optional[str], typer.Option(help="Who proposes: search (built in) or llm.")] = None,
+    model: Annotated[Optional[list[str]], typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
+    dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
+
+    db: DbOption = None,
 ) -> None:
     """Run a campaign: propose, build, gate, measure, keep or revert, until a stop rule fires."""
     overrides = list(set_ or [])
+    if model:
+        agent = agent or "llm"
+        overrides.append("agent.llm.models=[" + ", ".join("{name: " + json.dumps(m) + "}" for m in model) + "]")
+    if agent:
+        overrides.append(f"agent.kind={agent}")
+    if base_url:
+        overrides.append(f"agent.llm.base_url={json.dumps(base_url)}")
     if resume is None:  # validate the campaign before opening anything
         campaigns.load(campaign, overrides)
-    db = store()
+    db = store(db)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
     try:
         if resume is None:
-            run_id = runner.start(campaign, overrides, db, view)
+            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run)
         else:
             run_id = runner.resume(resume, overrides, db, view)
     except KeyboardInterrupt:
@@ -83,6 +99,10 @@ def run(
                   "`autodiscovery run --resume <id>` (see `autodiscovery runs`)")
         raise typer.Exit(130) from None
     summary = next(r for r in report.runs(db) if r["id"] == run_id)
+    if dry_run:
+        console.print(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
+                      f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
+        return
     console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
                   f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
                   f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
@@ -117,10 +137,12 @@ def ladder(
     campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] = "hopper-gemm",
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+
+    db: DbOption = None,
 ) -> None:
     """The best configuration of each kernel family at each shape, interleaved with cuBLAS."""
     with console.status("climbing the ladder") as status:
-        results = runner.ladder(campaign, list(set_ or []), shape, store(), per_family, family,
+        results = runner.ladder(campaign, list(set_ or []), shape, store(db), per_family, family,
                                 progress=lambda msg: status.update(f"ladder: {msg}"))
     if as_json:
         return emit_json([{"shape": list(s), "run": run_id, "rungs": [r.row() for r in rungs]}
@@ -147,9 +169,11 @@ def list_campaigns() -> None:
 
 @app.command()
 @friendly
-def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    db: DbOption = None,
+) -> None:
     """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
-    rows = report.runs(store())
+    rows = report.runs(store(db))
     emit_json(rows) if as_json else console.print(display.runs_table(rows))
 
 
@@ -158,12 +182,14 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
 def show(
     ref: Annotated[str, typer.Argument(help="RUN (e.g. 3) or RUN/CANDIDATE (e.g. 3/7).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+
+    db: DbOption = None,
 ) -> None:
     """A run (config, fingerprint, candidates) or one candidate (metrics, logs, source)."""
     run_id, _, seq = ref.partition("/")
     if not run_id.isdigit() or (seq and not seq.isdigit()):
         raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
-    db = store()
+    db = store(db)
     if not seq:
         data = report.show_run(db, int(run_id))
         if as_json:
@@ -194,18 +220,22 @@ def show(
 @app.command()
 @friendly
 def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
-            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    db: DbOption = None,
+) -> None:
     """The kept chain from the seed to the best: step, hypothesis, TFLOP/s, × cuBLAS, registers."""
-    rows = report.lineage(store(), run_id)
+    rows = report.lineage(store(db), run_id)
     emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows))
 
 
 @app.command()
 @friendly
 def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
-           out: Annotated[Path, typer.Option(help="Where to write the best kernel's source.")]) -> None:
+           out: Annotated[Path, typer.Option(help="Where to write the best kernel's source.")],
+    db: DbOption = None,
+) -> None:
     """Write the best kernel's source (its launch manifest included) and a JSON summary beside it."""
-    source, meta = report.export(store(), run_id)
+    source, meta = report.export(store(db), run_id)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(source)
     out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))

@@ -12,13 +12,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents import Agent, History, Proposal, Record
 from autodiscovery.campaign import Campaign
 from autodiscovery.outcome import Outcome
-from autodiscovery.store import Build, Candidate, Decision, Evaluation, Run, Store
+from autodiscovery.store import Build, Candidate, Decision, Evaluation, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
 
 EVALUATED = {"compile_error", "incorrect", "timeout", "crashed", "measured", "kept", "reverted", "built"}
@@ -54,10 +54,13 @@ def score_of(cand: Candidate) -> float | None:
 
 
 def record_of(cand: Candidate) -> Record:
-    ev = cand.measurement
+    ev = cand.measurement or (cand.evaluations[-1] if cand.evaluations else None)
+    b = cand.build
+    facts = {k: getattr(b, k) for k in ("registers", "spill_stores", "spill_loads", "stack")} if b else {}
+    tflops = ev.metrics.get("tflops", {}).get("candidate") if ev is not None and ev.status == "ok" else None
     return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status, score=score_of(cand),
                   kept=cand.status == "kept", source_hash=cand.source_hash, hypothesis=cand.hypothesis,
-                  log=ev.log if ev else "")
+                  log=ev.log if ev else "", source=cand.source, proposer=cand.proposer, build=facts, tflops=tflops)
 
 
 @dataclass
@@ -68,6 +71,8 @@ class Loop:
     agent: Agent
     display: Display = Quiet()
     workers: int = 2
+    dry_run: bool = False
+    """Propose and build only: no GPU, no measurement, no keep or revert."""
 
     # ---- entry points ---------------------------------------------------------------------
     def start(self, fingerprint: dict) -> int:
@@ -83,8 +88,13 @@ class Loop:
         with self.store.session() as s:
             run = Run.find(s, run_id)
             run.status, run.stop_reason = "running", None
+            _ = run.candidates
             self.display.started(run, self.campaign)
             base_elapsed = run.elapsed_s
+            fingerprint = dict(run.fingerprint)
+        if hasattr(self.agent, "bind"):
+            self.agent.bind(self.store, run_id, self.harness, fingerprint)
+        self._empty_rounds = 0
         t0 = time.monotonic()
         self._elapsed = lambda: base_elapsed + time.monotonic() - t0
         try:
@@ -107,9 +117,15 @@ class Loop:
                 if not pending:
                     if reason := self._stop_reason(run_id):
                         return reason
-                    pending = self._propose(run_id)
-                    if not pending:
+                    pending, proposed = self._propose(run_id)
+                    if not proposed:
                         return "search space exhausted: the agent has nothing left to propose"
+                    if not pending:
+                        self._empty_rounds += 1
+                        if self._empty_rounds >= 3:
+                            return "the agent produced no usable candidate in 3 rounds in a row"
+                        continue
+                    self._empty_rounds = 0
                 builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
                 self.display.building([c.seq for c in pending])
                 for cand in pending:
@@ -123,7 +139,7 @@ class Loop:
         with self.store.session() as s:
             cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
             for c in cands:
-                _ = c.evaluations, c.decision  # load while the session is open
+                _ = c.evaluations, c.decision, c.build  # load while the session is open
             return cands
 
     def history(self, run_id: int) -> History:
@@ -143,6 +159,13 @@ class Loop:
             return f"budget spent: {used} candidates"
         if self._elapsed() >= budget.minutes * 60:
             return f"budget spent: {budget.minutes:g} minutes"
+        tokens, cost = self.llm_usage(run_id)
+        if budget.tokens is not None and tokens >= budget.tokens:
+            return f"budget spent: {tokens} LLM tokens"
+        if budget.cost is not None and cost >= budget.cost:
+            return f"budget spent: LLM cost {cost:.4g}"
+        if self.dry_run:
+            return None
         streak = 0
         for r in reversed(h.records):
             if r.kept:
@@ -152,10 +175,18 @@ class Loop:
             return f"patience: {streak} candidates in a row without a keep"
         return None
 
+    def llm_usage(self, run_id: int) -> tuple[int, float]:
+        with self.store.session() as s:
+            tokens, cost = s.execute(
+                select(func.coalesce(func.sum(LlmCall.input_tokens), 0) + func.coalesce(func.sum(LlmCall.output_tokens), 0),
+                       func.coalesce(func.sum(LlmCall.cost), 0.0)).where(LlmCall.run_id == run_id)
+            ).one()
+        return int(tokens), float(cost)
+
     def _seed_failed(self, run_id: int) -> str | None:
         cands = self._candidates(run_id)
         seed = cands[0]
-        if seed.status in EVALUATED and seed.status not in ("kept", "measured"):
+        if seed.status in EVALUATED and seed.status not in ("kept", "measured", "built"):
             ev = seed.measurement or (seed.evaluations[-1] if seed.evaluations else None)
             return f"failed: the seed did not pass ({seed.status}): {_first_line(ev.log if ev else '')}"
         return None
@@ -168,7 +199,8 @@ class Loop:
         self._add(run_id, [Proposal(hypothesis="The seed: the starting point every change is measured from.",
                                     source=source, proposer="seed", family=family)])
 
-    def _propose(self, run_id: int) -> list[Candidate]:
+    def _propose(self, run_id: int) -> tuple[list[Candidate], int]:
+        """The new candidates to evaluate, and how many proposals (rejected ones included) were made."""
         h = self.history(run_id)
         used = sum(r.status in EVALUATED for r in h.records)
         n = min(self.campaign.agent.search.batch, self.campaign.budget.candidates - used)
@@ -181,7 +213,7 @@ class Loop:
                 p.rejected = f"renders the same source as {twin}"
             elif not p.rejected:
                 seen[digest] = -1
-        return [c for c in self._add(run_id, proposals) if c.status == "proposed"]
+        return [c for c in self._add(run_id, proposals) if c.status == "proposed"], len(proposals)
 
     def _add(self, run_id: int, proposals: list[Proposal]) -> list[Candidate]:
         out = []
@@ -194,6 +226,8 @@ class Loop:
                                  source_hash=source_hash(p.source), status="rejected" if p.rejected else "proposed")
                 s.add(cand)
                 s.flush()
+                for call_id in p.llm_calls:
+                    s.get(LlmCall, call_id).candidate_id = cand.id
                 if p.rejected:
                     s.add(Evaluation(candidate_id=cand.id, status="rejected", log=p.rejected))
                     self.display.finished(cand, None, "rejected", p.rejected, None)
@@ -210,8 +244,12 @@ class Loop:
             outcome = Outcome("rejected", log=str(exc))
         build = build_future.result()
         build_id = self._record_build(build) if build is not None else None
+        if outcome is None and not build.ok:
+            outcome = Outcome("compile_error", log=build.log)
+        if outcome is None and self.dry_run:
+            return self._built(run_id, cand, build_id)
         if outcome is None:
-            outcome = self.harness.evaluate(cand.source, build) if build.ok else Outcome("compile_error", log=build.log)
+            outcome = self.harness.evaluate(cand.source, build)
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cand.id, kind="benchmark", status=outcome.status, metrics=outcome.metrics,
                              log=outcome.log, device=outcome.device, seconds=outcome.seconds))
@@ -223,6 +261,17 @@ class Loop:
             c = s.get(Candidate, cand.id)
             _ = c.evaluations, c.build, c.decision
         self.display.finished(c, outcome, verdict, reason, self.history(run_id).incumbent)
+
+    def _built(self, run_id: int, cand: Candidate, build_id: int) -> None:
+        """Dry runs: the candidate compiled; it is recorded as built, never measured or decided."""
+        with self.store.session() as s:
+            c = s.get(Candidate, cand.id)
+            c.build_id, c.status = build_id, "built"
+            run = Run.find(s, run_id)
+            if run.best_candidate_id is None:
+                run.best_candidate_id = c.id  # the seed stays the base the agent edits
+            _ = c.evaluations, c.build, c.decision
+        self.display.finished(c, None, "built", "compiled (dry run: not measured)", None)
 
     def _record_build(self, build) -> int:
         with self.store.session() as s:

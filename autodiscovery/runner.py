@@ -21,12 +21,15 @@ def workers(campaign: Campaign) -> int:
     return campaign.harness.build_workers or os.cpu_count() or 2
 
 
-def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None) -> int:
+def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
+          dry_run: bool = False) -> int:
     campaign = load(name_or_path, overrides)  # validated before anything else happens
     harness, agent = prepare(campaign, harness)
     harness.check(campaign.seed_path().read_text())  # a shape the seed cannot take is refused now
-    fingerprint = harness.preflight()
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign))
+    fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
+    if hasattr(agent, "preflight"):
+        agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
+    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run)
     return loop.start(fingerprint)
 
 
@@ -40,7 +43,10 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         apply_override(config, assignment)
     campaign = validate(config, f"run {run_id} config")
     harness, agent = prepare(campaign, harness)
-    fingerprint = harness.preflight()
+    dry_run = bool(recorded.get("dry_run"))
+    fingerprint = harness.preflight(need_gpu=not dry_run)
+    if hasattr(agent, "preflight"):
+        agent.preflight()
     if recorded.get("gpu") and fingerprint.get("gpu") != recorded.get("gpu"):
         raise AutoDiscoveryError(
             f"run {run_id} was measured on {recorded['gpu']}, this machine has {fingerprint.get('gpu')}: "
@@ -48,7 +54,7 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         )
     with store.session() as s:
         Run.find(s, run_id).config = campaign.model_dump(mode="json")
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign))
+    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run)
     return loop.drive(run_id)
 
 

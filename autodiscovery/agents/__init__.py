@@ -10,6 +10,7 @@ from autodiscovery import AutoDiscoveryError
 
 REGISTRY = {
     "search": "autodiscovery.agents.search:SearchAgent",
+    "llm": "autodiscovery.agents.llm:LlmAgent",
 }
 
 
@@ -24,6 +25,8 @@ class Proposal:
     knobs: dict[str, Any] = field(default_factory=dict)
     rejected: str | None = None
     """Why it was refused before compiling (a failed constraint), if it was."""
+    llm_calls: list[int] = field(default_factory=list)
+    """Ids of the logged LLM calls that led to it."""
 
 
 @dataclass
@@ -40,6 +43,11 @@ class Record:
     source_hash: str
     hypothesis: str = ""
     log: str = ""
+    source: str = ""
+    proposer: str = ""
+    build: dict[str, Any] = field(default_factory=dict)
+    """registers, spill_stores, spill_loads, stack of its build, where there was one."""
+    tflops: float | None = None
 
 
 @dataclass

@@ -1,0 +1,125 @@
+"""A thin client for any OpenAI-compatible endpoint: retries with backoff, a preflight, every call logged."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import openai
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.campaign import LlmAgentSettings, LlmModel
+
+TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
+
+
+class LlmError(AutoDiscoveryError):
+    pass
+
+
+@dataclass
+class Call:
+    """One request as the store keeps it."""
+
+    model: str
+    prompt: str
+    reply: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+
+
+class LlmClient:
+    def __init__(self, settings: LlmAgentSettings, log: Callable[[Call], int | None] = lambda c: None,
+                 backoff_s: float = 1.0) -> None:
+        self.settings = settings
+        self.log = log
+        key = os.environ.get(settings.api_key_env)
+        if not key and settings.base_url is None:
+            raise LlmError(f"no API key: set {settings.api_key_env} (or agent.llm.api_key_env), "
+                           "or give --base-url for a local endpoint")
+        self.where = settings.base_url or "the OpenAI API"
+        self.client = openai.OpenAI(base_url=settings.base_url, api_key=key or "unused",
+                                    timeout=settings.timeout_s, max_retries=0)
+        self.backoff_s = backoff_s
+
+    def preflight(self) -> None:
+        """Reach the endpoint once before the run starts; an unreachable one or a rejected key is one line."""
+        try:
+            served = {m.id for m in self.client.models.list()}
+        except openai.NotFoundError:  # no model listing here: a one-token request instead
+            self._first(self.settings.models[0])
+            return
+        except openai.APIConnectionError as exc:
+            raise LlmError(f"LLM endpoint {self.where} is unreachable: {_why(exc)}") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError):
+            raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
+        except openai.APIStatusError as exc:
+            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code} to a model listing") from None
+        missing = [m.name for m in self.settings.models if served and m.name not in served]
+        if missing:
+            raise LlmError(f"model(s) {', '.join(missing)} not served at {self.where} "
+                           f"(it serves: {', '.join(sorted(served)[:10])})")
+
+    def _first(self, model: LlmModel) -> None:
+        try:
+            self.client.chat.completions.create(model=model.name, max_tokens=1,
+                                                messages=[{"role": "user", "content": "Reply with OK."}])
+        except openai.APIConnectionError as exc:
+            raise LlmError(f"LLM endpoint {self.where} is unreachable: {_why(exc)}") from None
+        except (openai.AuthenticationError, openai.PermissionDeniedError):
+            raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
+        except openai.APIStatusError as exc:
+            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code}: {_why(exc)}") from None
+
+    def chat(self, model: LlmModel, messages: list[dict]) -> tuple[str, list[int]]:
+        """The reply's text, and the ids of the logged calls (one per attempt)."""
+        ids: list[int] = []
+        retrying = Retrying(
+            retry=retry_if_exception_type(TRANSIENT), reraise=True,
+            stop=stop_after_attempt(self.settings.retries + 1),
+            wait=wait_exponential(multiplier=self.backoff_s, max=60),
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._once(model, messages, ids), ids
+        except TRANSIENT as exc:
+            raise LlmError(f"{model.name} at {self.where}: gave up after {self.settings.retries + 1} attempts: "
+                           f"{_why(exc)}") from None
+        except openai.APIStatusError as exc:
+            raise LlmError(f"{model.name} at {self.where} answered {exc.status_code}: {_why(exc)}") from None
+        raise AssertionError("unreachable")
+
+    def _once(self, model: LlmModel, messages: list[dict], ids: list[int]) -> str:
+        call = Call(model=model.name, prompt=json.dumps(messages, ensure_ascii=False))
+        start = time.perf_counter()
+        try:
+            resp = self.client.chat.completions.create(
+                model=model.name, messages=messages, temperature=self.settings.temperature,
+                max_tokens=self.settings.max_tokens,
+            )
+        except openai.APIError as exc:
+            call.latency_ms = (time.perf_counter() - start) * 1000
+            call.error = f"{type(exc).__name__}: {_why(exc)}"
+            ids.append(self.log(call))
+            raise
+        call.latency_ms = (time.perf_counter() - start) * 1000
+        call.reply = (resp.choices[0].message.content or "") if resp.choices else ""
+        if resp.usage is not None:
+            call.input_tokens, call.output_tokens = resp.usage.prompt_tokens, resp.usage.completion_tokens
+            if model.price_in is not None and model.price_out is not None:
+                call.cost = (call.input_tokens * model.price_in + call.output_tokens * model.price_out) / 1e6
+        ids.append(self.log(call))
+        return call.reply
+
+
+def _why(exc: Exception) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())[:300]
