@@ -111,6 +111,8 @@ class LlmAgentSettings(Strict):
     """One request's time limit."""
     retries: int = Field(4, ge=0)
     """Retries with exponential backoff on 429, 5xx, timeouts and dropped connections."""
+    backoff_s: float = Field(1.0, gt=0)
+    """First backoff; it doubles with each retry, up to a minute."""
     reflections: int = Field(3, ge=0, le=10)
     """Replies per proposal that may be answered with a failed edit before giving up on it."""
     repair_turns: int = Field(1, ge=0, le=5)

@@ -36,8 +36,7 @@ class Call:
 
 
 class LlmClient:
-    def __init__(self, settings: LlmAgentSettings, log: Callable[[Call], int | None] = lambda c: None,
-                 backoff_s: float = 1.0) -> None:
+    def __init__(self, settings: LlmAgentSettings, log: Callable[[Call], int | None] = lambda c: None) -> None:
         self.settings = settings
         self.log = log
         key = os.environ.get(settings.api_key_env)
@@ -47,7 +46,7 @@ class LlmClient:
         self.where = settings.base_url or "the OpenAI API"
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=key or "unused",
                                     timeout=settings.timeout_s, max_retries=0)
-        self.backoff_s = backoff_s
+        self.backoff_s = settings.backoff_s
 
     def preflight(self) -> None:
         """Reach the endpoint once before the run starts; an unreachable one or a rejected key is one line."""

@@ -1,0 +1,98 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, for testing the LLM agent over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Step = dict | Callable[[dict], dict]
+
+
+def say(content: str, prompt_tokens: int = 1000, completion_tokens: int = 200) -> dict:
+    return {"status": 200, "content": content, "usage": (prompt_tokens, completion_tokens)}
+
+
+def fail(status: int, message: str = "scripted failure") -> dict:
+    return {"status": status, "error": message}
+
+
+def stall(seconds: float) -> dict:
+    return {"sleep": seconds}
+
+
+class ScriptedServer:
+    """Answers /v1/models with `models`, and each chat completion with the next step of `script`."""
+
+    def __init__(self, script: list[Step], models: tuple[str, ...] = ("scripted",), key: str | None = None) -> None:
+        self.script = list(script)
+        self.models = models
+        self.key = key
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorized(self) -> bool:
+                if server.key and self.headers.get("Authorization") != f"Bearer {server.key}":
+                    self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error"}})
+                    return False
+                return True
+
+            def do_GET(self) -> None:
+                if not self._authorized():
+                    return
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                if not self._authorized():
+                    return
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                server.requests.append(body)
+                step = server.script.pop(0) if server.script else fail(500, "script exhausted")
+                if callable(step):
+                    step = step(body)
+                if "sleep" in step:
+                    time.sleep(step["sleep"])
+                    return self._send(500, {"error": {"message": "slept"}})
+                if step["status"] != 200:
+                    return self._send(step["status"], {"error": {"message": step["error"], "type": "server_error"}})
+                pin, pout = step["usage"]
+                self._send(200, {
+                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": step["content"]}}],
+                    "usage": {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout},
+                })
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

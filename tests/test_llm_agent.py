@@ -1,0 +1,157 @@
+"""The LLM agent against a scripted OpenAI-compatible server on 127.0.0.1 (real HTTP, the real client)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import needs_nvcc
+from llm_server import ScriptedServer, fail, say, stall
+from typer.testing import CliRunner
+
+from autodiscovery.cli import app
+from autodiscovery.store import LlmCall, Store
+
+cli = CliRunner()
+FAST = ["--set", "agent.llm.backoff_s=0.01", "--set", "agent.llm.timeout_s=1"]
+
+UNROLL = """Hypothesis: unrolling the k loop by four lets the compiler overlap the loads of consecutive steps.
+
+<<<<<<< SEARCH
+  for (int k = 0; k < K; ++k) {
+=======
+  #pragma unroll 4
+  for (int k = 0; k < K; ++k) {
+>>>>>>> REPLACE
+"""
+WRONG_SEARCH = """Hypothesis: hoist the row offset out of the loop.
+
+<<<<<<< SEARCH
+  for (int kk = 0; kk < K; kk += 1) {
+=======
+  for (int k = 0; k < K; k += 1) {
+>>>>>>> REPLACE
+"""
+BREAKS = """Hypothesis: start the accumulator from a named constant.
+
+<<<<<<< SEARCH
+  float acc = 0.0f;
+=======
+  float acc = undefined_value;
+>>>>>>> REPLACE
+"""
+REPAIR = """The constant does not exist; use a literal.
+
+<<<<<<< SEARCH
+  float acc = undefined_value;
+=======
+  float acc = 0.0f;  // fp32 accumulator
+>>>>>>> REPLACE
+"""
+
+
+def run(server: ScriptedServer, db, *extra):
+    return cli.invoke(app, ["run", "--model", "scripted", "--base-url", server.url, "--dry-run", "--db", str(db),
+                            "--quiet", *FAST, *extra], env={"OPENAI_API_KEY": "test-key"})
+
+
+@needs_nvcc
+def test_scripted_session_edits_reflects_retries_and_repairs(tmp_path):
+    script = [
+        fail(429, "slow down"), say("I think we should use tensor cores."),  # 429, then a reply with no edit
+        say(WRONG_SEARCH), say(UNROLL),                                       # a block that does not match, then a good one
+        fail(500, "upstream broke"), stall(2.0), say(BREAKS),                 # 500 and a timeout, retried
+        say(REPAIR),                                                          # the build failed: one repair turn
+    ]
+    db = tmp_path / "llm.db"
+    with ScriptedServer(script) as server:
+        res = run(server, db, "--set", "budget.candidates=3", "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+        requests = server.requests
+    assert res.exit_code == 0, res.output
+    assert "dry run" in res.output and "3 candidates built" in res.output
+
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    cands = shown["candidates"]
+    assert [c["status"] for c in cands] == ["built", "built", "built"]
+    assert cands[1]["proposer"] == "llm:scripted" and "#pragma unroll 4" in cands[1]["source"]
+    assert cands[1]["hypothesis"].startswith("unrolling the k loop by four")
+    assert "fp32 accumulator" in cands[2]["source"] and "undefined_value" not in cands[2]["source"]
+
+    calls = shown["llm_calls"]
+    assert len(calls) == 8 and all(c["model"] == "scripted" for c in calls)
+    errors = [c["error"] for c in calls]
+    assert errors[0].startswith("RateLimitError") and errors[4].startswith("InternalServerError")
+    assert errors[5].startswith("APITimeoutError")
+    assert all(e is None for i, e in enumerate(errors) if i not in (0, 4, 5))
+    ok = [c for c in calls if c["error"] is None]
+    assert all(c["input_tokens"] == 1000 and c["output_tokens"] == 200 and c["latency_ms"] > 0 for c in ok)
+    with Store(db).session() as s:
+        linked = {c.candidate_id for c in s.query(LlmCall)}
+    assert linked == {cands[1]["id"], cands[2]["id"]}
+
+    # What the model was told back: no usable edit, the block that failed with the nearest lines, the
+    # compile error with its repair request. The prompt carried the task, the seed and its manifest.
+    first = requests[0]["messages"]
+    assert first[0]["role"] == "system" and "@manifest" in first[0]["content"]
+    assert "C = A · Bᵀ" in first[0]["content"] and "extern \"C\" __global__" in first[1]["content"]
+    assert "no usable edit" in requests[2]["messages"][-1]["content"]
+    told = requests[3]["messages"][-1]["content"]
+    assert "SEARCH block 1 does not match" in told and "for (int k = 0; k < K; ++k) {" in told
+    repair = requests[7]["messages"][-1]["content"]
+    assert "does not build" in repair and "undefined_value" in repair
+
+
+@needs_nvcc
+def test_no_usable_edit_is_never_skipped_silently(tmp_path):
+    db = tmp_path / "bad.db"
+    with ScriptedServer([say("Let us think about it.")] * 6) as server:
+        res = run(server, db, "--set", "budget.candidates=2", "--set", "agent.llm.reflections=1",
+                  "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+    assert res.exit_code == 0, res.output
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    rejected = [c for c in shown["candidates"] if c["status"] == "rejected"]
+    assert len(rejected) == 3 and "no usable candidate in 3 rounds" in json.dumps(shown["stop_reason"])
+    one = cli.invoke(app, ["show", f"1/{rejected[0]['seq']}", "--json", "--db", str(db)])
+    assert "no usable edit" in json.loads(one.output)["evaluations"][0]["log"]
+    assert len(shown["llm_calls"]) == 6
+
+
+@needs_nvcc
+def test_token_budget_stops_the_run(tmp_path):
+    db = tmp_path / "tokens.db"
+    script = [say(UNROLL), say(BREAKS), say(REPAIR)]
+    with ScriptedServer(script) as server:
+        res = run(server, db, "--set", "budget.tokens=1500", "--set", "agent.search.batch=1",
+                  "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+    assert res.exit_code == 0, res.output
+    assert "budget spent: 3600 LLM tokens" in res.output
+
+
+def test_unreachable_endpoint_is_one_line(tmp_path):
+    with ScriptedServer([]) as server:
+        url = server.url
+    res = cli.invoke(app, ["run", "--model", "m", "--base-url", url, "--dry-run", "--db", str(tmp_path / "x.db")],
+                     env={"OPENAI_API_KEY": "k"})
+    assert res.exit_code == 2 and "is unreachable" in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_rejected_key_and_unknown_model(tmp_path):
+    with ScriptedServer([], key="the-right-key") as server:
+        res = cli.invoke(app, ["run", "--model", "scripted", "--base-url", server.url, "--dry-run",
+                               "--db", str(tmp_path / "x.db")], env={"OPENAI_API_KEY": "a-wrong-key"})
+        assert res.exit_code == 2 and "rejected the key in OPENAI_API_KEY" in res.output
+        res = cli.invoke(app, ["run", "--model", "nope", "--base-url", server.url, "--dry-run",
+                               "--db", str(tmp_path / "x.db")], env={"OPENAI_API_KEY": "the-right-key"})
+        assert res.exit_code == 2 and "model(s) nope not served" in res.output
+
+
+def test_models_are_drawn_by_weight():
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.agents.llm import LlmAgent
+
+    c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                       "agent.llm.models=[{name: a, weight: 3}, {name: b, weight: 1}]"])
+    agent = LlmAgent(c)
+    picks = [agent.pick().name for _ in range(400)]
+    assert 0.65 < picks.count("a") / 400 < 0.85
