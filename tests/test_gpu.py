@@ -98,3 +98,40 @@ def test_every_family_default_passes_the_gate(tmp_path_factory, family, shape):
     assert out.status == "ok", out.log
     if family.startswith("wgmma"):
         assert h.build(space.render(family, fam.default)).has_hgmma is True
+
+
+def scripted_improvements() -> list:
+    """Replies a model might give: two rewrites up the ladder, then a one-line edit of the incumbent."""
+    from llm_server import say
+
+    space = Space("hopper_gemm")
+    tiled = space.render("tiled", space.families["tiled"].default)
+    ws = space.render("wgmma_ws", space.families["wgmma_ws"].default)
+    group = ("Hypothesis: a taller group of block rows (16) keeps more of B in L2 between neighbouring blocks.\n\n"
+             "<<<<<<< SEARCH\n  tile_coords(blockIdx.x, tiles_m, tiles_n, 8, bm, bn);\n=======\n"
+             "  tile_coords(blockIdx.x, tiles_m, tiles_n, 16, bm, bn);\n>>>>>>> REPLACE\n")
+    return [
+        say(f"Hypothesis: stage tiles of A and B in shared memory and give each thread an 8x8 block, "
+            f"so every loaded value is reused 8 times.\n```cuda\n{tiled}```\n"),
+        say(f"Hypothesis: move to Hopper tensor cores: a TMA producer warpgroup feeding two wgmma consumer "
+            f"warpgroups through a 4-stage mbarrier ring.\n```cuda\n{ws}```\n"),
+        say(group),
+    ]
+
+
+def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path):
+    from llm_server import ScriptedServer
+
+    store = Store(tmp_path / "llm.db")
+    with ScriptedServer(scripted_improvements()) as server:
+        run_id = runner.start("hopper-gemm", [
+            "agent.kind=llm", "agent.llm.models=[{name: scripted}]", f"agent.llm.base_url={server.url}",
+            "budget.candidates=4", "agent.search.batch=1", f"harness.cache_dir={tmp_path / 'cache'}"], store)
+    shown = report.show_run(store, run_id)
+    cands = shown["candidates"]
+    assert [c["proposer"] for c in cands] == ["seed", "llm:scripted", "llm:scripted", "llm:scripted"]
+    assert cands[1]["status"] == "kept" and cands[2]["status"] == "kept"
+    assert cands[3]["status"] in ("kept", "reverted") and cands[3]["x_cublas"] > 0.5
+    chain = report.lineage(store, run_id)
+    assert [r["seq"] for r in chain][:3] == [0, 1, 2] and chain[-1]["x_cublas"] > 0.8
+    assert len(shown["llm_calls"]) == 3 and all(c["error"] is None for c in shown["llm_calls"])
