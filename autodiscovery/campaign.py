@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -32,11 +32,11 @@ class Problem(Strict):
     """Rows of B, columns of C."""
     K: int = Field(4096, gt=0)
     """The reduction dimension: columns of A and B."""
-    dtype_in: Literal["bf16"] = "bf16"
+    dtype_in: Literal["bf16", "fp16"] = "bf16"
     """Element type of A and B."""
     accumulate: Literal["fp32"] = "fp32"
     """Accumulator type, also cuBLAS's compute type."""
-    dtype_out: Literal["bf16"] = "bf16"
+    dtype_out: Literal["bf16", "fp32"] = "bf16"
     """Element type of C."""
 
     @property
@@ -45,7 +45,7 @@ class Problem(Strict):
 
 
 class HarnessSettings(Strict):
-    name: str = "hopper_gemm"
+    name: Literal["hopper_gemm"] = "hopper_gemm"
     """Which harness in harnesses/ evaluates the candidates."""
     tolerance: float = Field(1e-2, gt=0, le=0.1)
     """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ the gate accepts."""
@@ -73,6 +73,31 @@ class HarnessSettings(Strict):
     """Parallel nvcc builds (0: one per CPU core)."""
     cache_dir: str = "runs/cache"
     """Where cubins and build reports are kept, keyed by source, compiler, flags and arch."""
+
+
+class AccelsimSettings(Strict):
+    """The accelsim harness: a kernel program simulated by GPGPU-Sim (PTX mode) or Accel-Sim (traces)."""
+
+    name: Literal["accelsim"] = "accelsim"
+    gpgpusim_root: str | None = None
+    """GPGPU-Sim checkout (built); default: $GPGPUSIM_ROOT."""
+    base_config: str | None = None
+    """The gpgpusim.config overrides are appended to; default: $GPGPUSIM_CONFIG, else
+    <gpgpusim_root>/configs/tested-cfgs/SM80_A100/gpgpusim.config."""
+    accelsim_root: str | None = None
+    """Accel-Sim framework checkout, for trace mode; default: $ACCELSIM_ROOT."""
+    traces: str | None = None
+    """A kernelslist.g of recorded traces: run accel-sim.out -trace instead of the PTX-mode program."""
+    nvcc: str | None = None
+    """A CUDA 11.x nvcc; default: $CUDA11_NVCC, else the first nvcc of release 11 on PATH."""
+    nvcc_flags: list[str] = ["-O3", "-arch=sm_80", "-cudart", "shared"]
+    timeout_s: float = Field(1800.0, gt=0)
+    """Hard limit for one simulation."""
+    parallel: int = Field(0, ge=0)
+    """Simulations at once (0: one per CPU core)."""
+    cache_dir: str = "runs/cache/accelsim"
+    work_dir: str = "runs/sim"
+    """Each simulation runs in its own folder under here (kept with its log and config)."""
 
 
 class SearchAgentSettings(Strict):
@@ -123,11 +148,32 @@ class LlmAgentSettings(Strict):
     """Seed for drawing models by weight."""
 
 
+class CodesignPhases(Strict):
+    B: int = Field(12, ge=0)
+    """Kernel-only candidates, architecture frozen at stock."""
+    C: int = Field(3, ge=0)
+    """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
+    D: int = Field(10, ge=0)
+    """Architecture-only candidates, the best kernel frozen."""
+    E_kernels: int = Field(2, ge=1)
+    """Phase E crosses this many best kernels of B and C ..."""
+    E_archs: int = Field(2, ge=1)
+    """... with this many best architectures of D."""
+
+
+class CodesignAgentSettings(Strict):
+    space: str = "edge_codesign"
+    """Folder under search_spaces/ with the kernel family and the architecture knobs."""
+    seed: int = 0
+    phases: CodesignPhases = CodesignPhases()
+
+
 class AgentSettings(Strict):
-    kind: Literal["search", "llm"] = "search"
+    kind: Literal["search", "llm", "codesign"] = "search"
     """Which agent proposes candidates."""
     search: SearchAgentSettings = SearchAgentSettings()
     llm: LlmAgentSettings = LlmAgentSettings()
+    codesign: CodesignAgentSettings = CodesignAgentSettings()
 
     @model_validator(mode="after")
     def _llm_has_a_model(self) -> AgentSettings:
@@ -161,7 +207,7 @@ class Campaign(Strict):
     """Campaign name, shown in `runs`."""
     description: str = ""
     problem: Problem = Problem()
-    harness: HarnessSettings = HarnessSettings()
+    harness: Annotated[HarnessSettings | AccelsimSettings, Field(discriminator="name")] = HarnessSettings()
     seed: str = "hopper_gemm/naive.cu"
     """Starting kernel, relative to seeds/ (or an absolute path)."""
     agent: AgentSettings = AgentSettings()
@@ -213,7 +259,9 @@ def validate(data: dict[str, Any], source: str = "campaign") -> Campaign:
         return Campaign.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        tags = {"hopper_gemm", "accelsim"}  # the harness union's tags are not part of the key path
+        where = ".".join(str(p) for i, p in enumerate(err["loc"])
+                         if not (i == 1 and err["loc"][0] == "harness" and p in tags)) or "(top level)"
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise CampaignError(f"{source}: {where}: {err['msg']}{more}") from None
 

@@ -103,6 +103,8 @@ def run(
         console.print(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
                       f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
         return
+    if (phase_data := report.phases(db, run_id)) is not None:
+        console.print(display.phases_table(run_id, phase_data))
     console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
                   f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
                   f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
@@ -151,6 +153,50 @@ def ladder(
         console.print(display.ladder_table(s, run_id, [r.row() for r in rungs]))
 
 
+@app.command("report")
+@friendly
+def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
+               as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+               db: DbOption = None) -> None:
+    """A run's summary: the lineage, and for co-design runs the phase table and the model check."""
+    data = report.phases(store(db), run_id)
+    if as_json:
+        return emit_json({"lineage": report.lineage(store(db), run_id), "phases": data})
+    console.print(display.lineage_table(run_id, report.lineage(store(db), run_id)))
+    if data:
+        console.print(display.phases_table(run_id, data))
+
+
+@app.command()
+@friendly
+def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] = "edge-codesign") -> None:
+    """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
+    from harnesses.accelsim import tools as simtools
+
+    c = campaigns.load(campaign)
+    t = Table(title=f"what {c.name} needs")
+    for col in ("tool", "found", "if missing"):
+        t.add_column(col, overflow="fold")
+    if c.harness.name == "accelsim":
+        rows = [(f.what, f.path, f.hint) for f in simtools.survey(c.harness)]
+    else:
+        from harnesses.hopper_gemm.build import ToolchainError, nvcc_version
+
+        try:
+            nv = nvcc_version(c.harness.nvcc)
+        except ToolchainError:
+            nv = None
+        import ctypes.util
+
+        rows = [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH"),
+                ("NVIDIA driver (libcuda)", ctypes.util.find_library("cuda"), "install the NVIDIA driver")]
+    for what, path, hint in rows:
+        t.add_row(what, f"[green]{path}[/]" if path else "[red]not found[/]", "" if path else hint)
+    console.print(t)
+    if not all(p for _, p, _ in rows):
+        raise typer.Exit(1)
+
+
 @app.command("campaigns")
 @friendly
 def list_campaigns() -> None:
@@ -191,12 +237,14 @@ def show(
         raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
     db = store(db)
     if not seq:
-        data = report.show_run(db, int(run_id))
+        data = report.show_run_full(db, int(run_id))
         if as_json:
             return emit_json(data)
         console.print(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
         console.print(display.candidates_table(data["candidates"]))
+        if data.get("phases"):
+            console.print(display.phases_table(data["id"], data["phases"]))
         return
     data = report.show_candidate(db, int(run_id), int(seq))
     if as_json:

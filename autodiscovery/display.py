@@ -145,3 +145,24 @@ def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> 
                   fmt(r["tflops"], ".1f"), fmt(r["x_cublas"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
                   hg, f"{r['passed']}/{r['tried']}")
     return t
+
+
+def phases_table(run_id: int, data: dict) -> Table:
+    t = Table(title=f"co-design phases of run {run_id} (baseline {data['baseline_cycles']} cycles)")
+    for col in ("phase", "#", "simulated", "best configuration", "cycles", "vs baseline", "% of bound"):
+        t.add_column(col, overflow="fold")
+    names = {"A": "A baseline", "B": "B kernel only", "C": "C model picks", "D": "D architecture only",
+             "E": "E best B × best D"}
+    for r in data["phases"]:
+        k = r["kernel"]
+        kernel = (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} {k['FRAGS_M']}x{k['FRAGS_N']} frags "
+                  f"S{k['STAGES']} P{k['PERSISTENT']}")
+        arch = " ".join(f"{a}={v}" for a, v in r["arch_changes"].items()) or "stock"
+        change = "–" if r["change"] is None else f"{r['change']:+.1%}"
+        t.add_row(names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
+                  change, fmt(r["pct_of_bound"], ".1f"))
+    rho = data["model_rank_correlation"]
+    err = data["model_median_abs_error"]
+    t.caption = (f"analytical model (phase C) over {len(data['model'])} stock-architecture kernels: "
+                 f"rank correlation {fmt(rho, '.2f')}, median |error| {'–' if err is None else f'{err:.0%}'}")
+    return t

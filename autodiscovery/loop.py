@@ -128,8 +128,14 @@ class Loop:
                     self._empty_rounds = 0
                 builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
                 self.display.building([c.seq for c in pending])
-                for cand in pending:
-                    self._evaluate(run_id, cand, builds[cand.id])
+                parallel = getattr(self.harness, "parallel", 1)
+                if parallel > 1 and not self.dry_run:  # simulations: measure side by side, decide in order
+                    with ThreadPoolExecutor(max_workers=parallel) as sims:
+                        measured = list(sims.map(lambda c: self._measure(c, builds[c.id]), pending))
+                else:
+                    measured = None
+                for i, cand in enumerate(pending):
+                    self._conclude(run_id, cand, *(measured[i] if measured else self._measure(cand, builds[cand.id])))
                     if (fail := self._seed_failed(run_id)) is not None:
                         return fail
                     if self._elapsed() >= self.campaign.budget.minutes * 60:
@@ -193,6 +199,9 @@ class Loop:
 
     # ---- proposals ------------------------------------------------------------------------
     def _record_seed(self, run_id: int) -> None:
+        if hasattr(self.agent, "seed_proposal"):  # agents that build their own starting point
+            self._add(run_id, [self.agent.seed_proposal()])
+            return
         source = self.campaign.seed_path().read_text()
         describe = getattr(self.agent, "space", None)
         family = describe.family_of_source(source) if describe else None
@@ -203,7 +212,7 @@ class Loop:
         """The new candidates to evaluate, and how many proposals (rejected ones included) were made."""
         h = self.history(run_id)
         used = sum(r.status in EVALUATED for r in h.records)
-        n = min(self.campaign.agent.search.batch, self.campaign.budget.candidates - used)
+        n = min(getattr(self.agent, "batch", self.campaign.agent.search.batch), self.campaign.budget.candidates - used)
         proposals = self.agent.propose(h, n)
         seen = {r.source_hash: r.seq for r in h.records if r.status != "rejected"}
         for p in proposals:  # the same kernel twice is never evaluated twice
@@ -236,20 +245,24 @@ class Loop:
         return out
 
     # ---- one candidate --------------------------------------------------------------------
-    def _evaluate(self, run_id: int, cand: Candidate, build_future: Future) -> None:
+    def _measure(self, cand: Candidate, build_future: Future) -> tuple[Any, int | None, Outcome | None]:
+        """Static check, build and evaluation of one candidate; None as outcome in a dry run."""
         outcome = None
         try:
             self.harness.check(cand.source)
         except AutoDiscoveryError as exc:
             outcome = Outcome("rejected", log=str(exc))
         build = build_future.result()
-        build_id = self._record_build(build) if build is not None else None
+        build_id = self._record_build(build) if build is not None and build.cache_key else None
         if outcome is None and not build.ok:
             outcome = Outcome("compile_error", log=build.log)
-        if outcome is None and self.dry_run:
-            return self._built(run_id, cand, build_id)
-        if outcome is None:
+        if outcome is None and not self.dry_run:
             outcome = self.harness.evaluate(cand.source, build)
+        return build, build_id, outcome
+
+    def _conclude(self, run_id: int, cand: Candidate, build: Any, build_id: int | None, outcome: Outcome | None) -> None:
+        if outcome is None:
+            return self._built(run_id, cand, build_id)
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cand.id, kind="benchmark", status=outcome.status, metrics=outcome.metrics,
                              log=outcome.log, device=outcome.device, seconds=outcome.seconds))

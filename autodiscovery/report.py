@@ -72,9 +72,14 @@ def show_run(store: Store, run_id: int) -> dict:
             "best_seq": run.best.seq if run.best else None,
             "config": run.config, "fingerprint": run.fingerprint,
             "candidates": [candidate_row(c) | {"source": c.source} for c in run.candidates],
+            "phases": None,
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
                            "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
         }
+
+
+def show_run_full(store: Store, run_id: int) -> dict:
+    return show_run(store, run_id) | {"phases": phases(store, run_id)}
 
 
 def show_candidate(store: Store, run_id: int, seq: int) -> dict:
@@ -114,3 +119,58 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
             raise NotFound(f"run {run_id} has no kept candidate to export")
         return run.best.source, candidate_row(run.best) | {"run": run_id, "campaign": run.campaign,
                                                           "device": run.fingerprint.get("gpu")}
+
+
+def phases(store: Store, run_id: int) -> dict | None:
+    """The co-design phase table: each phase's best, its cycles, the change from the baseline, % of bound;
+    and how the analytical model's predictions compare with the simulated cycles."""
+    from harnesses.accelsim.arch import Architecture
+    from harnesses.accelsim.model import predict
+
+    with store.session() as s:
+        run = _run(s, run_id)
+        problem = run.config.get("problem", {})
+        rows = []
+        for c in run.candidates:
+            phase = (c.knobs or {}).get("phase")
+            ev = c.measurement
+            if phase is None:
+                continue
+            m = ev.metrics if ev is not None and ev.status == "ok" else {}
+            rows.append({"seq": c.seq, "phase": phase, "kernel": c.knobs["kernel"], "arch": c.knobs["arch"],
+                         "status": c.status, "cycles": m.get("cycles"), "pct_of_bound": m.get("pct_of_bound"),
+                         "bound_cycles": m.get("bound_cycles")})
+    if not rows:
+        return None
+    base = next((r for r in rows if r["phase"] == "A" and r["cycles"]), None)
+    stock = next((r["arch"] for r in rows if r["phase"] == "A"), None)
+    table = []
+    for phase in "ABCDE":
+        done = [r for r in rows if r["phase"] == phase and r["cycles"]]
+        if not done:
+            continue
+        best = min(done, key=lambda r: r["cycles"])
+        change = (best["cycles"] - base["cycles"]) / base["cycles"] if base else None
+        arch_diff = {k: v for k, v in best["arch"].items() if stock and stock.get(k) != v}
+        table.append({"phase": phase, "seq": best["seq"], "simulated": len(done), "kernel": best["kernel"],
+                      "arch_changes": arch_diff, "cycles": best["cycles"], "change": change,
+                      "pct_of_bound": best["pct_of_bound"]})
+    checks = []
+    for r in rows:
+        if r["cycles"] and r["arch"] == stock:
+            p = predict(r["kernel"], Architecture(**r["arch"]), problem.get("M", 512), problem.get("N", 512),
+                        problem.get("K", 512))["cycles"]
+            checks.append({"seq": r["seq"], "phase": r["phase"], "predicted": round(p), "simulated": r["cycles"],
+                           "error": (p - r["cycles"]) / r["cycles"]})
+    return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "model": checks,
+            "model_rank_correlation": _spearman([c["predicted"] for c in checks], [c["simulated"] for c in checks]),
+            "model_median_abs_error": sorted(abs(c["error"]) for c in checks)[len(checks) // 2] if checks else None}
+
+
+def _spearman(a: list[float], b: list[float]) -> float | None:
+    if len(a) < 3:
+        return None
+    import numpy as np
+
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])

@@ -25,7 +25,8 @@ def start(name_or_path: str, overrides: list[str], store: Store, display: Displa
           dry_run: bool = False) -> int:
     campaign = load(name_or_path, overrides)  # validated before anything else happens
     harness, agent = prepare(campaign, harness)
-    harness.check(campaign.seed_path().read_text())  # a shape the seed cannot take is refused now
+    seed = agent.seed_proposal().source if hasattr(agent, "seed_proposal") else campaign.seed_path().read_text()
+    harness.check(seed)  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     if hasattr(agent, "preflight"):
         agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work

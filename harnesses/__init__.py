@@ -8,6 +8,7 @@ from autodiscovery import AutoDiscoveryError
 
 REGISTRY = {
     "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
+    "accelsim": "harnesses.accelsim:AccelsimHarness",
 }
 
 

@@ -11,6 +11,7 @@ from autodiscovery import AutoDiscoveryError
 REGISTRY = {
     "search": "autodiscovery.agents.search:SearchAgent",
     "llm": "autodiscovery.agents.llm:LlmAgent",
+    "codesign": "autodiscovery.agents.codesign:CodesignAgent",
 }
 
 

@@ -1,0 +1,151 @@
+"""The co-design agent: kernel x architecture, in the phases of the edge study.
+
+A baseline (stock kernel, stock architecture); B kernel knobs with the architecture frozen (TPE);
+C kernels the analytical model ranks best, simulated to check the model; D architecture knobs with the
+best kernel frozen (TPE); E the best kernels of B/C crossed with the best architectures of D. Every
+candidate's knobs say its phase, kernel and architecture, so the walk rebuilds itself from history.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
+from autodiscovery.space import Family
+from harnesses.accelsim.arch import Architecture, block
+from harnesses.accelsim.model import predict
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def canon(d: dict) -> str:
+    return json.dumps(d, sort_keys=True)
+
+
+class CodesignAgent:
+    name = "codesign"
+
+    def __init__(self, campaign: Campaign) -> None:
+        s = campaign.agent.codesign
+        data = yaml.safe_load((SEARCH_SPACES / s.space / "space.yaml").read_text())
+        self.kernel = Family.model_validate(data["kernel"])
+        self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture",
+                                           "template": "-", **data["arch"]})
+        self.templates = SEEDS / s.space
+        self.phases, self.seed = s.phases, s.seed
+        p = campaign.problem
+        self.shape = {"M": p.M, "N": p.N, "K": p.K}
+        parallel = getattr(campaign.harness, "parallel", 1)
+        import os
+
+        self.batch = parallel or os.cpu_count() or 1
+
+    # ---- artifacts --------------------------------------------------------------------------------
+    def render(self, kernel: dict, arch: dict) -> str:
+        import jinja2
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
+                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        return env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
+
+    def proposal(self, phase: str, kernel: dict, arch: dict, text: str) -> Proposal:
+        why = self.kernel.violations(kernel, self.shape) + self.arch.violations(arch, {})
+        source = "" if why else self.render(kernel, arch)
+        return Proposal(f"Phase {phase}: {text}", source, f"codesign:{phase}", "wmma",
+                        {"phase": phase, "kernel": kernel, "arch": arch}, rejected="; ".join(why) or None)
+
+    def seed_proposal(self) -> Proposal:
+        return self.proposal("A", dict(self.kernel.default), dict(self.arch.default),
+                             "the baseline kernel on the stock 32-SM architecture")
+
+    # ---- the phases -------------------------------------------------------------------------------
+    def propose(self, history: History, n: int) -> list[Proposal]:
+        recs = [r for r in history.records if r.knobs.get("phase")]
+        by = {p: [r for r in recs if r.knobs["phase"] == p] for p in "ABCDE"}
+        done = {(canon(r.knobs["kernel"]), canon(r.knobs["arch"])) for r in recs}
+        stock = dict(self.arch.default)
+        if len(by["B"]) < self.phases.B:
+            return self._tpe("B", self.kernel, [(r.knobs["kernel"], r) for r in by["A"] + by["B"]],
+                             min(n, self.phases.B - len(by["B"])), lambda k: (k, stock), done)
+        if len(by["C"]) < self.phases.C:
+            return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done)
+        best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
+        if len(by["D"]) < self.phases.D and best_kernel is not None:
+            return self._tpe("D", self.arch, [(r.knobs["arch"], r) for r in by["D"] if
+                                              canon(r.knobs["kernel"]) == canon(best_kernel)],
+                             min(n, self.phases.D - len(by["D"])), lambda a: (best_kernel, a), done)
+        return self._cross(by, done, n)
+
+    def _best(self, recs: list[Record], part: str, k: int = 1) -> Any:
+        scored = sorted((r for r in recs if r.score is not None), key=lambda r: -r.score)
+        picks, seen = [], set()
+        for r in scored:
+            if canon(r.knobs[part]) not in seen:
+                seen.add(canon(r.knobs[part]))
+                picks.append(r.knobs[part])
+        return picks[:k] if k > 1 else (picks[0] if picks else None)
+
+    def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int, pair, done) -> list[Proposal]:
+        dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
+        study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
+            seed=self.seed + len(history), n_startup_trials=4, constant_liar=True))
+        for knobs, r in history:
+            if set(knobs) == set(dists) and all(knobs[k] in dists[k].choices for k in knobs):
+                study.add_trial(create_trial(params=knobs, distributions=dists, **(
+                    {"value": r.score} if r.score is not None else {"state": TrialState.FAIL})))
+        out: list[Proposal] = []
+        for _ in range(200):
+            if len(out) >= n:
+                break
+            trial = study.ask(dists)
+            knobs = {k: trial.params[k] for k in fam.knobs}
+            kernel, arch = pair(knobs)
+            key = (canon(kernel), canon(arch))
+            invalid = fam.violations(knobs, self.shape if fam is self.kernel else {})
+            if key in done or invalid:
+                study.tell(trial, state=TrialState.FAIL)
+                done.add(key)
+                continue
+            done.add(key)
+            what = "kernel" if fam is self.kernel else "architecture"
+            frozen = "architecture frozen at stock" if fam is self.kernel else "the best kernel frozen"
+            changes = ", ".join(f"{k}={v}" for k, v in knobs.items() if fam.default.get(k) != v) or "defaults"
+            out.append(self.proposal(phase, kernel, arch, f"{what} move ({frozen}): {changes}; "
+                                                          "TPE fitted to the cycles simulated so far"))
+        return out
+
+    def _model_picks(self, n: int, stock: dict, done: set) -> list[Proposal]:
+        arch = Architecture(**stock)
+        ranked = sorted(
+            (k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)),
+            key=lambda k: predict(k, arch, **self.shape)["cycles"],
+        )
+        out = []
+        for k in ranked:
+            if (canon(k), canon(stock)) in done:
+                continue
+            cyc = predict(k, arch, **self.shape)["cycles"]
+            out.append(self.proposal("C", k, stock, f"the analytical model's pick ({cyc:.0f} cycles predicted), "
+                                                    "simulated to check the model"))
+            if len(out) >= n:
+                break
+        return out
+
+    def _cross(self, by: dict, done: set, n: int) -> list[Proposal]:
+        kernels = self._best([*by["A"], *by["B"], *by["C"]], "kernel", self.phases.E_kernels) or []
+        archs = self._best(by["D"], "arch", self.phases.E_archs) or []
+        out = []
+        for k in kernels if isinstance(kernels, list) else [kernels]:
+            for a in archs if isinstance(archs, list) else [archs]:
+                if (canon(k), canon(a)) not in done and len(out) < n:
+                    done.add((canon(k), canon(a)))
+                    out.append(self.proposal("E", k, a, "a best kernel of B/C crossed with a best architecture of D"))
+        return out

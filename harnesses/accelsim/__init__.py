@@ -1,0 +1,191 @@
+"""The accelsim harness: a candidate (kernel program + architecture) simulated cycle by cycle.
+
+PTX mode: the program is built with a CUDA 11 nvcc (`-arch=sm_80 -cudart shared`) and run in its own
+folder against GPGPU-Sim's libcudart, with the base gpgpusim.config plus the candidate's overrides.
+Trace mode (where `harness.traces` names a kernelslist.g): `accel-sim.out -trace` replays recorded
+traces with the same configuration. Simulations are deterministic, so one run is the measurement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery.campaign import Campaign
+from autodiscovery.outcome import Outcome
+from harnesses.accelsim import simlog, tools
+from harnesses.accelsim.arch import Architecture, ArchError, option_values, render_config, split
+from harnesses.hopper_gemm.build import BuildReport, parse_ptxas
+
+
+class SimulatorMissing(AutoDiscoveryError):
+    pass
+
+
+def tensor_bound(M: int, N: int, K: int, arch: Architecture, units_per_sm: int) -> int:
+    """Cycles if every tensor unit issued a 16x16x16 MMA every initiation interval, with no stalls."""
+    mmas = (M // 16) * (N // 16) * (K // 16)
+    return -(-mmas * arch.tensor_initiation // (arch.sms * units_per_sm))
+
+
+class AccelsimHarness:
+    name = "accelsim"
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.s = campaign.harness
+        self.problem = campaign.problem
+        self.parallel = self.s.parallel or os.cpu_count() or 1
+        self.cache = self._path(self.s.cache_dir)
+        self.work = self._path(self.s.work_dir)
+        self._results: dict[str, Outcome] = {}
+
+    @staticmethod
+    def _path(p: str) -> Path:
+        return Path(p) if Path(p).is_absolute() else ROOT / p
+
+    # ---- before anything runs ---------------------------------------------------------------
+    def preflight(self, need_gpu: bool = True) -> dict:
+        found = {f.what: f for f in tools.survey(self.s)}
+        sim = (["accel-sim.out (trace mode)", "base gpgpusim.config"] if self.s.traces
+               else ["GPGPU-Sim", "GPGPU-Sim libcudart", "base gpgpusim.config"])
+        # need_gpu: evaluations will run, so the simulator must be there; a dry run only builds.
+        for what in ["CUDA 11 nvcc", *(sim if need_gpu else [])]:
+            if not found[what].ok:
+                raise SimulatorMissing(f"{what} not found: {found[what].hint} (see `autodiscovery doctor`)")
+        self.nvcc = found["CUDA 11 nvcc"].path
+        self.root = found["GPGPU-Sim"].path
+        self.libcudart = found["GPGPU-Sim libcudart"].path
+        self.base_config = found["base gpgpusim.config"].path
+        self.accelsim = found["accel-sim.out (trace mode)"].path
+        return {"simulator": "accel-sim (trace)" if self.s.traces else "gpgpu-sim (ptx)", "gpu": "simulated",
+                "gpgpusim_root": self.root, "base_config": self.base_config, "nvcc": self.nvcc,
+                "nvcc_release": tools.nvcc_release(self.nvcc)}
+
+    # ---- static checks and builds -----------------------------------------------------------
+    def check(self, source: str) -> Architecture:
+        _, arch = split(source)
+        M, N, K = self.problem.M, self.problem.N, self.problem.K
+        if M % 16 or N % 16 or K % 16:
+            raise ArchError(f"shape {M}x{N}x{K} not supported: WMMA tiles need multiples of 16")
+        return arch
+
+    def build(self, source: str) -> BuildReport:
+        program, _ = split(source) if "@arch" in source else (source, None)
+        nvcc = getattr(self, "nvcc", None) or tools.find_nvcc11(self.s).path
+        if nvcc is None:
+            return BuildReport(ok=False, cache_key="", log="CUDA 11 nvcc not found")
+        flags = [*self.s.nvcc_flags, "-Xptxas", "-v"]
+        key = hashlib.sha256("\0".join([program, nvcc, tools.nvcc_release(nvcc) or "", *flags]).encode()).hexdigest()
+        folder = self.cache / key[:2] / key
+        report_file = folder / "report.json"
+        if report_file.exists():
+            report = BuildReport(**json.loads(report_file.read_text()))
+            report.cubin, report.cached = str(folder / "program"), True
+            return report
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "program.cu").write_text(program)
+        env = os.environ | {"PATH": f"{Path(nvcc).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run([nvcc, *flags, "-o", "program", "program.cu"], cwd=folder, capture_output=True,
+                                  text=True, timeout=600, env=env)
+            log, ok = proc.stdout + proc.stderr, proc.returncode == 0
+        except subprocess.TimeoutExpired:
+            log, ok = "nvcc did not finish within 600 s", False
+        report = BuildReport(ok=ok, cache_key=key, compiler=f"nvcc {tools.nvcc_release(nvcc)}", flags=flags,
+                             log=log.strip(), seconds=round(time.perf_counter() - start, 3))
+        if ok:
+            for k, v in parse_ptxas(log, None).items():
+                setattr(report, k, v)
+            report_file.write_text(json.dumps(report.facts(), indent=1))
+            report.cubin = str(folder / "program")
+        return report
+
+    # ---- simulations ------------------------------------------------------------------------------
+    def command(self, build: BuildReport, run_dir: Path) -> list[str]:
+        if self.s.traces:
+            trace_cfg = Path(self.base_config).with_name("trace.config")
+            return [self.accelsim, "-trace", self.s.traces, "-config", "gpgpusim.config", "-config", str(trace_cfg)]
+        return [build.cubin, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
+
+    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+        arch = self.check(source)
+        digest = hashlib.sha256(source.encode()).hexdigest()
+        run_dir = self.work / digest[:16]
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        base = Path(self.base_config)
+        config = render_config(base.read_text(), arch)
+        (run_dir / "gpgpusim.config").write_text(config)
+        for extra in base.parent.glob("*.icnt"):
+            shutil.copy(extra, run_dir / extra.name)
+        env = os.environ.copy()
+        if self.libcudart:
+            env["LD_LIBRARY_PATH"] = f"{Path(self.libcudart).parent}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
+        start = time.perf_counter()
+        rc, log = self._run(self.command(build, run_dir), run_dir, env)
+        seconds = round(time.perf_counter() - start, 3)
+        (run_dir / "sim.log").write_text(log)
+        outcome = self._outcome(rc, log, arch, option_values(base.read_text()), seconds)
+        outcome.metrics["run_dir"] = str(run_dir)
+        self._results[digest] = outcome
+        return outcome
+
+    def _run(self, cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str]:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=self.s.timeout_s)
+            return proc.returncode, out
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return None, (out or "") + f"\nkilled after {self.s.timeout_s:g} s"
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+
+    def _outcome(self, rc: int | None, log: str, arch: Architecture, base: dict, seconds: float) -> Outcome:
+        tail = "\n".join(log.strip().splitlines()[-30:])
+        if rc is None:
+            return Outcome("timeout", {}, tail, seconds, "gpgpu-sim")
+        if why := simlog.crashed(rc if not (rc == 1 and "AUTODISCOVERY_CHECK FAIL" in log) else 0, log):
+            return Outcome("crashed", simlog.parse(log), f"{why}\n{tail}", seconds, "gpgpu-sim")
+        stats = simlog.parse(log)
+        if bad := simlog.echo_mismatches(log, arch.overrides()):
+            return Outcome("crashed", stats, "configuration not applied: " + "; ".join(bad), seconds, "gpgpu-sim")
+        if not self.s.traces and stats.get("check") != "PASS":
+            line = next((x for x in log.splitlines() if "AUTODISCOVERY_CHECK" in x), "no result check printed")
+            return Outcome("incorrect", stats, line, seconds, "gpgpu-sim")
+        if "cycles" not in stats:
+            return Outcome("crashed", stats, f"no gpu_tot_sim_cycle in the log\n{tail}", seconds, "gpgpu-sim")
+        units = int(re.sub(r"\D", "", base.get("-gpgpu_num_tensor_core_units", "4")) or 4)
+        bound = tensor_bound(self.problem.M, self.problem.N, self.problem.K, arch, units)
+        frac = bound / stats["cycles"]
+        stats |= {"bound_cycles": bound, "pct_of_bound": round(100 * frac, 2),
+                  "ratio": {"median": frac, "ci_low": frac, "ci_high": frac, "n": 1}, "wall_s": seconds}
+        return Outcome("ok", stats, "", seconds, f"gpgpu-sim {arch.sms}-SM")
+
+    def evaluate_many(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
+        """Several simulations at once, one per core."""
+        with ThreadPoolExecutor(self.parallel) as pool:
+            return list(pool.map(lambda it: self.evaluate(*it), items))
+
+    def head_to_head(self, challenger, incumbent) -> Outcome:
+        """Simulations are deterministic: compare the recorded cycles (simulating again if needed)."""
+        a, b = (self._results.get(hashlib.sha256(src.encode()).hexdigest()) or self.evaluate(src, bld)
+                for src, bld in (challenger, incumbent))
+        if a.status != "ok" or b.status != "ok":
+            return Outcome("crashed", {}, "a simulation of the pair failed", 0.0)
+        r = b.metrics["cycles"] / a.metrics["cycles"]
+        return Outcome("ok", {"ratio": {"median": r, "ci_low": r, "ci_high": r, "n": 1}}, "", 0.0, a.device)

@@ -1,0 +1,86 @@
+"""Finding the simulator and a CUDA 11 compiler; `autodiscovery doctor` reports what this finds."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from autodiscovery.campaign import AccelsimSettings
+
+
+@dataclass
+class Found:
+    what: str
+    path: str | None
+    hint: str
+
+    @property
+    def ok(self) -> bool:
+        return self.path is not None
+
+
+@cache
+def nvcc_release(nvcc: str) -> str | None:
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def find_nvcc11(s: AccelsimSettings) -> Found:
+    hint = "set CUDA11_NVCC (or harness.nvcc) to a CUDA 11.x nvcc, e.g. Debian's nvidia-cuda-toolkit 11.8"
+    candidates = [s.nvcc, os.environ.get("CUDA11_NVCC")]
+    for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/cuda-11.8/bin"]:
+        candidates.append(str(Path(folder) / "nvcc"))
+    for c in candidates:
+        if c and Path(c).is_file() and (nvcc_release(c) or "").startswith("11."):
+            return Found("CUDA 11 nvcc", c, hint)
+    return Found("CUDA 11 nvcc", None, hint)
+
+
+def find_root(s: AccelsimSettings) -> Found:
+    root = s.gpgpusim_root or os.environ.get("GPGPUSIM_ROOT")
+    hint = ("build GPGPU-Sim (github.com/accel-sim/gpgpu-sim_distribution, its README) and set GPGPUSIM_ROOT "
+            "to the checkout (or harness.gpgpusim_root)")
+    return Found("GPGPU-Sim", root if root and Path(root).is_dir() else None, hint)
+
+
+def find_libcudart(root: str | None) -> Found:
+    hint = "build GPGPU-Sim (`source setup_environment release && make`): its lib/ holds libcudart.so"
+    if root:
+        libs = sorted(Path(root, "lib").glob("**/libcudart.so*"))
+        if libs:
+            return Found("GPGPU-Sim libcudart", str(libs[0]), hint)
+    return Found("GPGPU-Sim libcudart", None, hint)
+
+
+def find_config(s: AccelsimSettings, root: str | None) -> Found:
+    hint = "set GPGPUSIM_CONFIG (or harness.base_config) to an SM80_A100 gpgpusim.config"
+    for c in (s.base_config, os.environ.get("GPGPUSIM_CONFIG"),
+              str(Path(root, "configs/tested-cfgs/SM80_A100/gpgpusim.config")) if root else None):
+        if c and Path(c).is_file():
+            return Found("base gpgpusim.config", c, hint)
+    return Found("base gpgpusim.config", None, hint)
+
+
+def find_accelsim(s: AccelsimSettings) -> Found:
+    root = s.accelsim_root or os.environ.get("ACCELSIM_ROOT")
+    hint = "for trace mode: build Accel-Sim (accel-sim-framework) and set ACCELSIM_ROOT"
+    if root:
+        exe = Path(root, "gpu-simulator/bin/release/accel-sim.out")
+        if exe.is_file():
+            return Found("accel-sim.out (trace mode)", str(exe), hint)
+    found = shutil.which("accel-sim.out")
+    return Found("accel-sim.out (trace mode)", found, hint)
+
+
+def survey(s: AccelsimSettings) -> list[Found]:
+    root = find_root(s)
+    return [root, find_libcudart(root.path), find_config(s, root.path), find_nvcc11(s), find_accelsim(s)]

@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Stands in for a simulated program: replays a recorded GPGPU-Sim log, echoing ./gpgpusim.config.
+
+Usage (as the harness runs a program): standin_sim.py M N K, with STANDIN_LOG naming the recorded log,
+STANDIN_RC the exit code to end with, and STANDIN_STALE=1 to echo the recorded configuration instead
+of the one in the working folder (a simulator that ignored the overrides).
+"""
+import os
+import sys
+from pathlib import Path
+
+log = Path(os.environ["STANDIN_LOG"]).read_text(errors="replace").splitlines()
+config = {}
+for line in Path("gpgpusim.config").read_text().splitlines():
+    line = line.split("#", 1)[0].strip()
+    if line.startswith("-"):
+        key, _, value = line.partition(" ")
+        config[key] = value.strip()
+out, in_echo = [], False
+for line in log:
+    if "Configuration options:" in line:
+        in_echo = True
+    elif in_echo and line.startswith("GPGPU-Sim PTX"):
+        in_echo = False
+    if in_echo and line.startswith("-") and not os.environ.get("STANDIN_STALE"):
+        key = line.split()[0]
+        if key in config:
+            line = f"{key} {config[key]} # replayed"
+    out.append(line)
+print("\n".join(out))
+print(f"argv={' '.join(sys.argv[1:])} ld_library_path={os.environ.get('LD_LIBRARY_PATH', '')}")
+sys.exit(int(os.environ.get("STANDIN_RC", "0")))

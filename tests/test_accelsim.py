@@ -1,0 +1,183 @@
+"""The accelsim harness on CPU: parsing real simulator logs, config rendering and its echo, crashes,
+the launch path with a stand-in program, the analytical model, and the phases driven by recorded results."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.codesign import CodesignAgent
+from harnesses.accelsim import AccelsimHarness, simlog, tensor_bound
+from harnesses.accelsim.arch import ArchError, Architecture, block, option_values, render_config, split
+from harnesses.accelsim.model import predict
+from harnesses.hopper_gemm.build import BuildReport
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "accelsim"
+RUNS = SHARED / "sample-logs" / "own-ptx-mode-runs_SM80_A100_32SM_wmma"
+BASE = SHARED / "SM80_A100" / "gpgpusim.config"
+STANDIN = Path(__file__).parent / "standin_sim.py"
+pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/accelsim")
+
+
+def log(name: str) -> str:
+    return (RUNS / name / "sim.log").read_text(errors="replace")
+
+
+def test_parse_a_real_512_run():
+    s = simlog.parse(log("vec_512"))
+    assert (s["cycles"], s["insn"], s["ipc"]) == (31033, 9053056, 291.7235)
+    assert s["smem_bank_conflicts"] == 212992 and s["stall_smem_bank"] == 212992
+    assert s["warp_stalls"] == {"stall": 671578, "idle": 129654, "scoreboard": 1908412}
+    assert s["l1_miss_rate"] == 0.7778 and s["l2_accesses"] == 229376
+    assert (s["ctas_per_sm"], s["occupancy_limiter"]) == (5, "regs")
+    assert s["check"] == "PASS" and s["exit_detected"]
+
+
+def test_dram_traffic_and_latency_sweeps():
+    cold, warm = simlog.parse(log("cold_dram400")), simlog.parse(log("vec_256"))
+    assert cold["dram_reads"] > 0 and warm["dram_reads"] == 0
+    assert simlog.parse(log("sweep_gto"))["cycles"] == 13230
+    assert simlog.parse(log("sweep_rop400"))["cycles"] > warm["cycles"]
+
+
+def test_crash_is_detected():
+    text = log("CRASH_tensor_initiation_gt_latency")
+    assert "segmentation fault" in simlog.crashed(139, text)
+    assert simlog.crashed(0, text) == "the simulator never printed '*** exit detected ***'"
+    assert simlog.crashed(0, log("vec_512")) is None
+
+
+def test_echo_matches_the_config_that_was_asked_for():
+    for run in ("sweep_gto", "sweep_rop400", "cold_dram400", "vec_512"):
+        cfg = option_values((RUNS / run / "gpgpusim.config").read_text())
+        asked = {k: cfg[k] for k in ("-gpgpu_n_clusters", "-gpgpu_scheduler", "-dram_latency",
+                                     "-gpgpu_l2_rop_latency", "-ptx_opcode_initiation_tensor")}
+        assert simlog.echo_mismatches(log(run), asked) == []
+    assert simlog.echo_mismatches(log("vec_512"), {"-gpgpu_scheduler": "gto"}) == [
+        "-gpgpu_scheduler: asked gto, simulator used lrr"]
+
+
+def test_config_rendering_appends_overrides_and_the_last_value_wins():
+    arch = Architecture(scheduler="gto", dram_latency=100, l2_rop_latency=120, shmem_banks=64)
+    text = render_config(BASE.read_text(), arch)
+    values = option_values(text)
+    assert values["-gpgpu_scheduler"] == "gto" and values["-dram_latency"] == "100"
+    assert values["-gpgpu_n_clusters"] == "32" and values["-gpgpu_shmem_num_banks"] == "64"
+    assert option_values(BASE.read_text())["-gpgpu_n_clusters"] == "108"  # the base is untouched
+    assert text.startswith(BASE.read_text().rstrip("\n"))
+
+
+def test_architecture_validation_and_the_arch_block():
+    with pytest.raises(ValueError, match="initiation interval exceeds the latency"):
+        Architecture(tensor_initiation=64, tensor_latency=25)
+    program, arch = split("int main() {}\n" + block(Architecture(scheduler="gto")))
+    assert arch.scheduler == "gto" and program.strip() == "int main() {}"
+    with pytest.raises(ArchError, match="tensor_initiation"):
+        split("x\n/* @arch\ntensor_initiation: 64\ntensor_latency: 25\n*/\n")
+    with pytest.raises(ArchError, match="no /\\* @arch"):
+        split("int main() {}")
+
+
+def standin_harness(tmp_path, **env) -> AccelsimHarness:
+    c = campaigns.load("edge-codesign", [f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
+                                         "harness.parallel=2"])
+    h = AccelsimHarness(c)
+    h.nvcc, h.root, h.base_config, h.accelsim = "/bin/true", str(tmp_path), str(BASE), None
+    (tmp_path / "lib").mkdir(exist_ok=True)
+    h.libcudart = str(tmp_path / "lib" / "libcudart.so")
+    os.environ.update(env)
+    return h
+
+
+@pytest.fixture
+def standin_env():
+    keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE")}
+    yield
+    for k, v in keep.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def test_launch_path_with_a_standin_program(tmp_path, standin_env):
+    h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
+    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    source = agent.seed_proposal().source
+    build = BuildReport(ok=True, cache_key="x", cubin=str(STANDIN))
+    out = h.evaluate(source, build)
+    assert out.status == "ok", out.log
+    assert out.metrics["cycles"] == 31033 and out.metrics["bound_cycles"] == 4096
+    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 31033, abs=0.01)
+    run_dir = Path(out.metrics["run_dir"])
+    assert option_values((run_dir / "gpgpusim.config").read_text())["-gpgpu_n_clusters"] == "32"
+    assert "argv=512 512 512" in (run_dir / "sim.log").read_text()
+    assert str(tmp_path / "lib") in (run_dir / "sim.log").read_text()  # GPGPU-Sim's libcudart comes first
+
+    gto = source.replace("scheduler: lrr", "scheduler: gto")
+    assert h.evaluate(gto, build).status == "ok"
+    os.environ["STANDIN_STALE"] = "1"  # a simulator that ignored the overrides
+    stale = h.evaluate(gto, build)
+    assert stale.status == "crashed" and "asked gto, simulator used lrr" in stale.log
+
+
+def test_standin_crash_and_wrong_result(tmp_path, standin_env):
+    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    build = BuildReport(ok=True, cache_key="x", cubin=str(STANDIN))
+    h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "CRASH_tensor_initiation_gt_latency" / "sim.log"),
+                        STANDIN_RC="139")
+    out = h.evaluate(agent.seed_proposal().source, build)
+    assert out.status == "crashed" and "segmentation fault" in out.log
+    wrong = tmp_path / "wrong.log"
+    wrong.write_text(log("vec_512").replace("max_abs_err=0 over 512 rows -> PASS", "AUTODISCOVERY_CHECK FAIL max_rel_err=0.5"))
+    h = standin_harness(tmp_path, STANDIN_LOG=str(wrong), STANDIN_RC="1")
+    out = h.evaluate(agent.seed_proposal().source, build)
+    assert out.status == "incorrect" and "FAIL" in out.log
+
+
+def test_tensor_bound_matches_the_article():
+    # 4096^3 on 32 SMs with 4 tensor units and a 16-cycle initiation interval: about 2.1M cycles.
+    assert tensor_bound(4096, 4096, 4096, Architecture(), 4) == 2097152
+
+
+def test_analytical_model_moves_the_right_way():
+    base = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "FRAGS_M": 2, "FRAGS_N": 2, "STAGES": 1,
+            "PERSISTENT": 64, "MIN_BLOCKS": 0}
+    arch = Architecture()
+    p = predict(base, arch, 512, 512, 512)["cycles"]
+    assert predict(base | {"STAGES": 2}, arch, 512, 512, 512)["cycles"] <= p
+    assert predict(base, Architecture(tensor_initiation=32, tensor_latency=32), 512, 512, 512)["cycles"] >= p
+    assert predict(base, Architecture(l2_rop_latency=120), 512, 512, 512)["cycles"] < p
+    assert predict(base, arch, 1024, 1024, 1024)["cycles"] > p
+
+
+def test_phases_driven_by_recorded_results(tmp_path):
+    from replay import SimReplay
+
+    from autodiscovery import report
+    from autodiscovery.loop import Loop
+    from autodiscovery.store import Store
+
+    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    store = Store(tmp_path / "cd.db")
+    harness = SimReplay()
+    loop = Loop(c, store, harness, CodesignAgent(c), workers=2)
+    run_id = loop.start({"gpu": "simulated"})
+    shown = report.show_run(store, run_id)
+    phases_seen = [cand["knobs"]["phase"] for cand in shown["candidates"] if cand["status"] != "rejected"]
+    assert phases_seen[0] == "A" and phases_seen == sorted(phases_seen)  # A, then B ... E in order
+    counts = {p: phases_seen.count(p) for p in "ABCDE"}
+    assert counts["A"] == 1 and counts["B"] == 12 and counts["C"] == 3 and counts["D"] == 10
+    assert 1 <= counts["E"] <= 4
+    # Phase D keeps the best kernel of A-C and changes only the architecture; B only the kernel.
+    cands = [x for x in shown["candidates"] if x["status"] != "rejected"]
+    stock = cands[0]["knobs"]["arch"]
+    assert all(x["knobs"]["arch"] == stock for x in cands if x["knobs"]["phase"] in "BC")
+    d_kernels = {str(x["knobs"]["kernel"]) for x in cands if x["knobs"]["phase"] == "D"}
+    assert len(d_kernels) == 1
+    data = report.phases(store, run_id)
+    rows = {r["phase"]: r for r in data["phases"]}
+    assert set(rows) == set("ABCDE") and rows["A"]["change"] == 0
+    assert min(r["cycles"] for r in rows.values()) < data["baseline_cycles"]
+    assert len(data["model"]) >= 16 and data["model_rank_correlation"] is not None
+    assert shown["status"] == "finished" and "exhausted" in shown["stop_reason"]
