@@ -119,7 +119,8 @@ class Loop:
                         return reason
                     pending, proposed = self._propose(run_id)
                     if not proposed:
-                        return "search space exhausted: the agent has nothing left to propose"
+                        return getattr(self.agent, "exhausted_reason",
+                                       "search space exhausted: the agent has nothing left to propose")
                     if not pending:
                         self._empty_rounds += 1
                         if self._empty_rounds >= 3:

@@ -180,4 +180,4 @@ def test_phases_driven_by_recorded_results(tmp_path):
     assert set(rows) == set("ABCDE") and rows["A"]["change"] == 0
     assert min(r["cycles"] for r in rows.values()) < data["baseline_cycles"]
     assert len(data["model"]) >= 16 and data["model_rank_correlation"] is not None
-    assert shown["status"] == "finished" and "exhausted" in shown["stop_reason"]
+    assert shown["status"] == "finished" and "all phases done" in shown["stop_reason"]

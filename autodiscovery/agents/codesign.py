@@ -32,6 +32,7 @@ def canon(d: dict) -> str:
 
 class CodesignAgent:
     name = "codesign"
+    exhausted_reason = "all phases done (A baseline, B kernel, C model check, D architecture, E cross)"
 
     def __init__(self, campaign: Campaign) -> None:
         s = campaign.agent.codesign
