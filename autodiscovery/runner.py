@@ -18,7 +18,7 @@ def prepare(campaign: Campaign, harness=None):
 
 
 def workers(campaign: Campaign) -> int:
-    return campaign.harness.build_workers or os.cpu_count() or 2
+    return getattr(campaign.harness, "build_workers", 0) or os.cpu_count() or 2
 
 
 def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
