@@ -105,6 +105,11 @@ def run(
         return
     if (phase_data := report.phases(db, run_id)) is not None:
         console.print(display.phases_table(run_id, phase_data))
+        best = min((r for r in phase_data["phases"]), key=lambda r: r["cycles"], default=None)
+        console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
+                      + (f"{best['cycles']} cycles, {best['pct_of_bound']}% of the tensor-core bound"
+                         if best else "–") + f". See `autodiscovery report {run_id}`.")
+        return
     console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
                   f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
                   f"TFLOP/s. See `autodiscovery lineage {run_id}`.")

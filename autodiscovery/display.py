@@ -163,6 +163,9 @@ def phases_table(run_id: int, data: dict) -> Table:
                   change, fmt(r["pct_of_bound"], ".1f"))
     rho = data["model_rank_correlation"]
     err = data["model_median_abs_error"]
-    t.caption = (f"analytical model (phase C) over {len(data['model'])} stock-architecture kernels: "
-                 f"rank correlation {fmt(rho, '.2f')}, median |error| {'–' if err is None else f'{err:.0%}'}")
+    cal = data.get("model_calibrated_error_on_C")
+    t.caption = (f"analytical model over {len(data['model'])} stock-architecture kernels: rank correlation "
+                 f"{fmt(rho, '.2f')}, median |error| {'–' if err is None else f'{err:.0%}'}; scaled by "
+                 f"{fmt(data.get('model_scale'), '.2f')} (fitted on A+B), median |error| on the phase-C picks "
+                 f"{'–' if cal is None else f'{cal:.0%}'}")
     return t

@@ -162,7 +162,15 @@ def phases(store: Store, run_id: int) -> dict | None:
                         problem.get("K", 512))["cycles"]
             checks.append({"seq": r["seq"], "phase": r["phase"], "predicted": round(p), "simulated": r["cycles"],
                            "error": (p - r["cycles"]) / r["cycles"]})
+    # The model's scale, fitted on the baseline and phase B, then judged on the phase-C picks it made.
+    fit = sorted(c["simulated"] / c["predicted"] for c in checks if c["phase"] in "AB" and c["predicted"])
+    scale = fit[len(fit) // 2] if fit else None
+    for c in checks:
+        c["calibrated_error"] = (scale * c["predicted"] - c["simulated"]) / c["simulated"] if scale else None
+    held_out = sorted(abs(c["calibrated_error"]) for c in checks if c["phase"] == "C" and scale)
     return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "model": checks,
+            "model_scale": scale,
+            "model_calibrated_error_on_C": held_out[len(held_out) // 2] if held_out else None,
             "model_rank_correlation": _spearman([c["predicted"] for c in checks], [c["simulated"] for c in checks]),
             "model_median_abs_error": sorted(abs(c["error"]) for c in checks)[len(checks) // 2] if checks else None}
 
