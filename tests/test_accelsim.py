@@ -181,3 +181,36 @@ def test_phases_driven_by_recorded_results(tmp_path):
     assert min(r["cycles"] for r in rows.values()) < data["baseline_cycles"]
     assert len(data["model"]) >= 16 and data["model_rank_correlation"] is not None
     assert shown["status"] == "finished" and "all phases done" in shown["stop_reason"]
+
+
+def test_doctor_says_what_to_set(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+
+    for var in ("GPGPUSIM_ROOT", "GPGPUSIM_CONFIG", "ACCELSIM_ROOT", "CUDA11_NVCC"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH: nothing found
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"])
+    assert res.exit_code == 1
+    assert "GPGPU-Sim" in res.output and "set GPGPUSIM_ROOT" in res.output.replace("\n", " ").replace("│", "")
+    monkeypatch.setenv("GPGPUSIM_CONFIG", str(BASE))
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"])
+    assert "gpgpusim.config" in res.output and str(BASE.name) in res.output
+
+
+def test_report_prints_the_phase_table(tmp_path):
+    from replay import SimReplay
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+    from autodiscovery.loop import Loop
+    from autodiscovery.store import Store
+
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 3, C: 1, D: 2, E_kernels: 1, E_archs: 1}"])
+    db = tmp_path / "r.db"
+    Loop(c, Store(db), SimReplay(), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    res = CliRunner().invoke(app, ["report", "1", "--db", str(db)])
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())
+    assert "co-design phases of run 1" in flat and "baseline" in flat and "architecture" in flat
