@@ -133,11 +133,7 @@ class Ladder:
 
     def _record(self, p: Proposal, build, outcome) -> int:
         with self.store.session() as s:
-            row = Build.by_key(s, build.cache_key)
-            if row is None:
-                row = Build(**build.facts())
-                s.add(row)
-                s.flush()
+            row = Build.record(s, build.facts())
             status = {"ok": "measured"}.get(outcome.status, outcome.status)
             cand = Candidate(run_id=self.run_id, seq=self.seq, hypothesis=p.hypothesis, proposer=p.proposer,
                              family=p.family, knobs=p.knobs, source=p.source, source_hash=source_hash(p.source),

@@ -51,25 +51,23 @@ class LlmClient:
     def preflight(self) -> None:
         """Reach the endpoint once before the run starts; an unreachable one or a rejected key is one line."""
         try:
-            served = {m.id for m in self.client.models.list()}
+            served = {m.id for m in self._reaching(self.client.models.list)}
         except openai.NotFoundError:  # no model listing here: a one-token request instead
-            self._first(self.settings.models[0])
+            model = self.settings.models[0].name
+            self._reaching(lambda: self.client.chat.completions.create(
+                model=model, max_tokens=1, messages=[{"role": "user", "content": "Reply with OK."}]))
             return
-        except openai.APIConnectionError as exc:
-            raise LlmError(f"LLM endpoint {self.where} is unreachable: {_why(exc)}") from None
-        except (openai.AuthenticationError, openai.PermissionDeniedError):
-            raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
-        except openai.APIStatusError as exc:
-            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code} to a model listing") from None
         missing = [m.name for m in self.settings.models if served and m.name not in served]
         if missing:
             raise LlmError(f"model(s) {', '.join(missing)} not served at {self.where} "
                            f"(it serves: {', '.join(sorted(served)[:10])})")
 
-    def _first(self, model: LlmModel) -> None:
+    def _reaching(self, request):
+        """Run one request, turning an unreachable endpoint or a refused key into a one-line LlmError."""
         try:
-            self.client.chat.completions.create(model=model.name, max_tokens=1,
-                                                messages=[{"role": "user", "content": "Reply with OK."}])
+            return request()
+        except openai.NotFoundError:
+            raise
         except openai.APIConnectionError as exc:
             raise LlmError(f"LLM endpoint {self.where} is unreachable: {_why(exc)}") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError):

@@ -289,12 +289,7 @@ class Loop:
 
     def _record_build(self, build) -> int:
         with self.store.session() as s:
-            row = Build.by_key(s, build.cache_key)
-            if row is None:
-                row = Build(**build.facts())
-                s.add(row)
-                s.flush()
-            return row.id
+            return Build.record(s, build.facts()).id
 
     def _decide(self, run_id: int, cand_id: int, outcome: Any, build: Any) -> tuple[str, str]:
         stop = self.campaign.stop

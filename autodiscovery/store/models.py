@@ -97,6 +97,16 @@ class Build(Base):
     def by_key(cls, session: Session, key: str) -> Build | None:
         return session.scalar(select(cls).where(cls.cache_key == key))
 
+    @classmethod
+    def record(cls, session: Session, facts: dict) -> Build:
+        """The row of this build (by cache key), created on first sight."""
+        row = cls.by_key(session, facts["cache_key"])
+        if row is None:
+            row = cls(**facts)
+            session.add(row)
+            session.flush()
+        return row
+
 
 class Candidate(Base):
     __tablename__ = "candidates"
