@@ -82,6 +82,7 @@ def test_architecture_validation_and_the_arch_block():
 
 
 def standin_harness(tmp_path, **env) -> AccelsimHarness:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     c = campaigns.load("edge-codesign", [f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
                                          "harness.parallel=2"])
     h = AccelsimHarness(c)
@@ -116,8 +117,13 @@ def test_launch_path_with_a_standin_program(tmp_path, standin_env):
 
     gto = source.replace("scheduler: lrr", "scheduler: gto")
     assert h.evaluate(gto, build).status == "ok"
+    # The simulator is deterministic: the same simulation again is read back from the cache, not rerun.
+    os.environ["STANDIN_RC"] = "1"
+    again = h.evaluate(gto, build)
+    assert again.status == "ok" and again.metrics["cached"] and again.metrics["cycles"] == 31033
+    os.environ["STANDIN_RC"] = "0"
     os.environ["STANDIN_STALE"] = "1"  # a simulator that ignored the overrides
-    stale = h.evaluate(gto, build)
+    stale = standin_harness(tmp_path / "fresh").evaluate(gto, build)
     assert stale.status == "crashed" and "asked gto, simulator used lrr" in stale.log
 
 

@@ -117,15 +117,28 @@ class AccelsimHarness:
             return [self.accelsim, "-trace", self.s.traces, "-config", "gpgpusim.config", "-config", str(trace_cfg)]
         return [build.cubin, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
 
+    def sim_key(self, source: str, config: str) -> str:
+        """Simulations are deterministic: the same artifact, config, shape and simulator give the same log."""
+        who = self.accelsim if self.s.traces else self.libcudart
+        parts = [source, config, f"{self.problem.M}x{self.problem.N}x{self.problem.K}", str(who), str(self.s.traces)]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
     def evaluate(self, source: str, build: BuildReport) -> Outcome:
         arch = self.check(source)
         digest = hashlib.sha256(source.encode()).hexdigest()
-        run_dir = self.work / digest[:16]
+        base = Path(self.base_config)
+        config = render_config(base.read_text(), arch)
+        key = self.sim_key(source, config)
+        cached = self.cache / "sims" / key[:2] / key / "sim.log"
+        if cached.exists():  # this exact simulation ran before: read its log again
+            outcome = self._outcome(0, cached.read_text(errors="replace"), arch, option_values(base.read_text()), 0.0)
+            outcome.metrics |= {"cached": True, "run_dir": str(cached.parent)}
+            self._results[digest] = outcome
+            return outcome
+        run_dir = self.work / key[:16]
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
-        base = Path(self.base_config)
-        config = render_config(base.read_text(), arch)
         (run_dir / "gpgpusim.config").write_text(config)
         for extra in base.parent.glob("*.icnt"):
             shutil.copy(extra, run_dir / extra.name)
@@ -138,6 +151,10 @@ class AccelsimHarness:
         (run_dir / "sim.log").write_text(log)
         outcome = self._outcome(rc, log, arch, option_values(base.read_text()), seconds)
         outcome.metrics["run_dir"] = str(run_dir)
+        if outcome.status in ("ok", "incorrect"):
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(run_dir / "sim.log", cached)
+            shutil.copy(run_dir / "gpgpusim.config", cached.parent / "gpgpusim.config")
         self._results[digest] = outcome
         return outcome
 
@@ -170,10 +187,13 @@ class AccelsimHarness:
         if "cycles" not in stats:
             return Outcome("crashed", stats, f"no gpu_tot_sim_cycle in the log\n{tail}", seconds, "gpgpu-sim")
         units = int(re.sub(r"\D", "", base.get("-gpgpu_num_tensor_core_units", "4")) or 4)
-        bound = tensor_bound(self.problem.M, self.problem.N, self.problem.K, arch, units)
-        frac = bound / stats["cycles"]
-        stats |= {"bound_cycles": bound, "pct_of_bound": round(100 * frac, 2),
-                  "ratio": {"median": frac, "ci_low": frac, "ci_high": frac, "n": 1}, "wall_s": seconds}
+        M, N, K = self.problem.M, self.problem.N, self.problem.K
+        bound = tensor_bound(M, N, K, arch, units)
+        # The objective is fewest cycles: score against one fixed reference (the stock architecture's
+        # bound), so that an architecture that lowers its own bound is not penalized for it.
+        score = tensor_bound(M, N, K, Architecture(sms=arch.sms), units) / stats["cycles"]
+        stats |= {"bound_cycles": bound, "pct_of_bound": round(100 * bound / stats["cycles"], 2),
+                  "ratio": {"median": score, "ci_low": score, "ci_high": score, "n": 1}, "wall_s": seconds}
         return Outcome("ok", stats, "", seconds, f"gpgpu-sim {arch.sms}-SM")
 
     def evaluate_many(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
