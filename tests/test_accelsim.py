@@ -220,3 +220,26 @@ def test_report_prints_the_phase_table(tmp_path):
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.split())
     assert "co-design phases of run 1" in flat and "baseline" in flat and "architecture" in flat
+
+
+def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
+    """Cycles recorded by a real GPGPU-Sim run of the campaign drive the phases again."""
+    import json
+
+    from replay import SimReplay
+
+    from autodiscovery import report
+    from autodiscovery.loop import Loop
+    from autodiscovery.store import Store
+
+    data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
+    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
+                for r in data["results"]}
+    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    store = Store(tmp_path / "real.db")
+    harness = SimReplay(recorded=recorded)
+    Loop(c, store, harness, CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    table = {r["phase"]: r["cycles"] for r in report.phases(store, 1)["phases"]}
+    assert table == {"A": 35422, "B": 28773, "C": 41555, "D": 26265, "E": 23977}
+    walked = [x["knobs"]["phase"] for x in report.show_run(store, 1)["candidates"] if x["status"] != "rejected"]
+    assert len(walked) == len(data["results"])  # every simulation of the walk was recorded
