@@ -86,11 +86,15 @@ class LiveDisplay:
 
 def runs_table(rows: list[dict]) -> Table:
     t = Table(title="runs")
-    for col in ("run", "campaign", "agent", "status", "candidates", "best TFLOP/s", "best × cuBLAS", "device", "started"):
+    cycles = any(r.get("best_cycles") for r in rows)
+    cols = ["run", "campaign", "agent", "status", "candidates", "best TFLOP/s", "best × cuBLAS"]
+    for col in cols + (["best cycles"] if cycles else []) + ["device", "started"]:
         t.add_column(col)
     for r in rows:
+        extra = [fmt(r.get("best_cycles"), "d")] if cycles else []
         t.add_row(str(r["id"]), r["campaign"], r["agent"], r["status"], str(r["candidates"]),
-                  fmt(r["best_tflops"], ".1f"), fmt(r["best_x_cublas"]), r["device"] or "", r["created_at"][:19])
+                  fmt(r["best_tflops"], ".1f"), fmt(r["best_x_cublas"]), *extra, r["device"] or "",
+                  r["created_at"][:19])
     return t
 
 

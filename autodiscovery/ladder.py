@@ -87,7 +87,7 @@ class Ladder:
                     p = Proposal(f"{fam.name} at its default configuration", self.agent.space.render(fam.name, knobs),
                                  "ladder", fam.name, knobs)
                 else:
-                    p = self.agent._tpe_move(fam, History(records, None), batch, tried, record_rejections=False)
+                    p = self.agent.knob_move(fam, History(records, None), batch, tried, record_rejections=False)
                     if p is None:
                         break
                     p.proposer = "ladder"

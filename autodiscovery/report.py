@@ -36,12 +36,16 @@ def runs(store: Store) -> list[dict]:
         out = []
         for run in s.scalars(select(Run).order_by(Run.id)):
             best = _metrics(run.best) if run.best else {}
+            ev = run.best.measurement if run.best else None
+            cycles = ev.metrics.get("cycles") if ev is not None else None
+            if cycles is not None:  # a simulated run: its score is cycles, not a ratio to cuBLAS
+                best["x_cublas"] = None
             out.append({
                 "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
                 "stop_reason": run.stop_reason,
                 "candidates": sum(c.status not in ("proposed", "rejected") for c in run.candidates),
                 "best_seq": run.best.seq if run.best else None,
-                "best_tflops": best.get("tflops"), "best_x_cublas": best.get("x_cublas"),
+                "best_tflops": best.get("tflops"), "best_x_cublas": best.get("x_cublas"), "best_cycles": cycles,
                 "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),
                 "elapsed_s": run.elapsed_s,
             })

@@ -9,9 +9,10 @@ candidate's knobs say its phase, kernel and architecture, so the walk rebuilds i
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 from typing import Any
 
+import jinja2
 import optuna
 import yaml
 from optuna.distributions import CategoricalDistribution
@@ -44,18 +45,13 @@ class CodesignAgent:
         self.phases, self.seed = s.phases, s.seed
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
-        parallel = getattr(campaign.harness, "parallel", 1)
-        import os
-
-        self.batch = parallel or os.cpu_count() or 1
+        self.batch = getattr(campaign.harness, "parallel", 1) or os.cpu_count() or 1
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
+                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
     # ---- artifacts --------------------------------------------------------------------------------
     def render(self, kernel: dict, arch: dict) -> str:
-        import jinja2
-
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-        return env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
+        return self.env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
 
     def proposal(self, phase: str, kernel: dict, arch: dict, text: str) -> Proposal:
         why = self.kernel.violations(kernel, self.shape) + self.arch.violations(arch, {})

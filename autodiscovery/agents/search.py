@@ -60,7 +60,7 @@ class SearchAgent:
             if fam is None:
                 break
             record_rejections = len(out) - len(self._valid(out)) < MAX_REJECTED
-            move = self._tpe_move(fam, history, out, tried, record_rejections)
+            move = self.knob_move(fam, history, out, tried, record_rejections)
             if move is None:
                 exhausted.add(fam.name)
                 continue
@@ -107,7 +107,7 @@ class SearchAgent:
         return None
 
     # ---- knob moves -------------------------------------------------------------------------
-    def _tpe_move(self, fam: Family, history: History, pending: list[Proposal],
+    def knob_move(self, fam: Family, history: History, pending: list[Proposal],
                   tried: set[tuple[str | None, str]], record_rejections: bool = True) -> Proposal | None:
         dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
         sampler = optuna.samplers.TPESampler(
