@@ -58,6 +58,11 @@ def friendly(fn):
     return wrapper
 
 
+def say(text: str) -> None:
+    """One message line: never wrapped, so it reads (and greps) the same at any terminal width."""
+    console.print(text, soft_wrap=True, highlight=False)
+
+
 def emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
@@ -96,21 +101,21 @@ def run(
             run_id = runner.resume(resume, overrides, db, view)
     except KeyboardInterrupt:
         err.print("interrupted: everything so far is saved; continue with "
-                  "`autodiscovery run --resume <id>` (see `autodiscovery runs`)")
+                  "`autodiscovery run --resume <id>` (see `autodiscovery runs`)", soft_wrap=True)
         raise typer.Exit(130) from None
     summary = next(r for r in report.runs(db) if r["id"] == run_id)
     if dry_run:
-        console.print(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
+        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
                       f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
         return
     if (phase_data := report.phases(db, run_id)) is not None:
         console.print(display.phases_table(run_id, phase_data))
         best = min((r for r in phase_data["phases"]), key=lambda r: r["cycles"], default=None)
-        console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
+        say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
                       + (f"{best['cycles']} cycles, {best['pct_of_bound']}% of the tensor-core bound"
                          if best else "–") + f". See `autodiscovery report {run_id}`.")
         return
-    console.print(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
+    say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
                   f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
                   f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
 
@@ -129,7 +134,7 @@ def measure(
     scores = [o.score for o in outcomes if o.score is not None]
     if len(scores) > 1:
         med = sorted(scores)[len(scores) // 2]
-        console.print(f"spread of × cuBLAS over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
+        say(f"spread of × cuBLAS over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
                       f"of the median ({min(scores):.4f} to {max(scores):.4f})")
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
@@ -174,14 +179,12 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
 
 @app.command()
 @friendly
-def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] = "edge-codesign") -> None:
+def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] = "edge-codesign",
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
     from harnesses.accelsim import tools as simtools
 
     c = campaigns.load(campaign)
-    t = Table(title=f"what {c.name} needs")
-    for col in ("tool", "found", "if missing"):
-        t.add_column(col, overflow="fold")
     if c.harness.name == "accelsim":
         rows = [(f.what, f.path, f.hint) for f in simtools.survey(c.harness)]
     else:
@@ -195,9 +198,15 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
 
         rows = [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH"),
                 ("NVIDIA driver (libcuda)", ctypes.util.find_library("cuda"), "install the NVIDIA driver")]
-    for what, path, hint in rows:
-        t.add_row(what, f"[green]{path}[/]" if path else "[red]not found[/]", "" if path else hint)
-    console.print(t)
+    if as_json:
+        emit_json([{"tool": what, "found": path, "if_missing": None if path else hint} for what, path, hint in rows])
+    else:
+        t = Table(title=f"what {c.name} needs")
+        for col in ("tool", "found", "if missing"):
+            t.add_column(col, overflow="fold")
+        for what, path, hint in rows:
+            t.add_row(what, f"[green]{path}[/]" if path else "[red]not found[/]", "" if path else hint)
+        console.print(t)
     if not all(p for _, p, _ in rows):
         raise typer.Exit(1)
 
@@ -245,7 +254,7 @@ def show(
         data = report.show_run_full(db, int(run_id))
         if as_json:
             return emit_json(data)
-        console.print(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+        say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
         console.print(display.candidates_table(data["candidates"]))
         if data.get("phases"):
@@ -254,10 +263,10 @@ def show(
     data = report.show_candidate(db, int(run_id), int(seq))
     if as_json:
         return emit_json(data)
-    console.print(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
-    console.print(f"hypothesis: {data['hypothesis']}")
+    say(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
+    say(f"hypothesis: {data['hypothesis']}")
     if data["decision"]:
-        console.print(f"decision: {data['verdict']}: {data['decision']}")
+        say(f"decision: {data['verdict']}: {data['decision']}")
     console.print_json(json.dumps({"knobs": data["knobs"], "build": {k: data[k] for k in
                        ("registers", "spill_stores", "spill_loads", "stack", "smem_static", "has_hgmma")},
                        "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
@@ -292,4 +301,4 @@ def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(source)
     out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))
-    console.print(f"wrote {out} (#{meta['seq']}, {display.fmt(meta['x_cublas'])}× cuBLAS) and {out}.json")
+    say(f"wrote {out} (#{meta['seq']}, {display.fmt(meta['x_cublas'])}× cuBLAS) and {out}.json")

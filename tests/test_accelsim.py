@@ -3,6 +3,8 @@ the launch path with a stand-in program, the analytical model, and the phases dr
 
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 
@@ -197,12 +199,15 @@ def test_doctor_says_what_to_set(monkeypatch, tmp_path):
     for var in ("GPGPUSIM_ROOT", "GPGPUSIM_CONFIG", "ACCELSIM_ROOT", "CUDA11_NVCC"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH: nothing found
-    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"])
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     assert res.exit_code == 1
-    assert "GPGPU-Sim" in res.output and "set GPGPUSIM_ROOT" in res.output.replace("\n", " ").replace("│", "")
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert rows["GPGPU-Sim"]["found"] is None and "set GPGPUSIM_ROOT" in rows["GPGPU-Sim"]["if_missing"]
+    assert CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"]).exit_code == 1  # the table says the same
     monkeypatch.setenv("GPGPUSIM_CONFIG", str(BASE))
-    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"])
-    assert "gpgpusim.config" in res.output and str(BASE.name) in res.output
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert rows["base gpgpusim.config"]["found"] == str(BASE) and rows["base gpgpusim.config"]["if_missing"] is None
 
 
 def test_report_prints_the_phase_table(tmp_path):

@@ -53,11 +53,31 @@ def test_runs_show_lineage_json(db):
     assert cand["family"] == "tiled" and cand["evaluations"][0]["kind"] == "benchmark"
 
 
-def test_tables(db):
-    for args in (["runs"], ["show", "1"], ["show", "1/0"], ["lineage", "1"]):
+@pytest.fixture(params=[80, 120, 200])
+def width(request, monkeypatch):
+    """The CLI's consoles at this many columns: what a test reads must not depend on it."""
+    from autodiscovery import cli as cli_module
+
+    for console in (cli_module.console, cli_module.err):
+        monkeypatch.setattr(console, "_width", request.param)
+    return request.param
+
+
+def test_tables(db, width):
+    for args in (["runs"], ["show", "1"], ["show", "1/0"], ["lineage", "1"], ["doctor", "--campaign", "hopper-gemm"]):
         res = invoke("--db", db, *args)
-        assert res.exit_code == 0, res.output
+        assert res.exit_code in ((0, 1) if args[0] == "doctor" else (0,)), res.output
+        assert max(len(line) for line in res.output.splitlines()) <= max(width, 80) or args[0] == "show"
     assert "lineage of run 1" in invoke("--db", db, "lineage", "1").output
+    assert "run 1 candidate #1 · tiled" in invoke("--db", db, "show", "1/1").output  # one unwrapped line
+
+
+def test_one_line_messages_are_never_wrapped(db, width, tmp_path):
+    out = tmp_path / "deep" / ("a-rather-long-folder-name-" * 3) / "kernel.cu"
+    res = invoke("--db", db, "export", "1", "--out", str(out))
+    assert res.exit_code == 0 and f"wrote {out}" in res.output
+    res = invoke("--db", db, "show", "77")
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
 
 
 def test_export_writes_the_best_kernel(db, tmp_path):
@@ -81,7 +101,7 @@ def test_export_writes_the_best_kernel(db, tmp_path):
         (["run", "--resume", "42"], "no run 42"),
     ],
 )
-def test_bad_input_is_one_line_and_non_zero(db, args, message):
+def test_bad_input_is_one_line_and_non_zero(db, args, message, width):
     res = invoke("--db", db, *args)
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
