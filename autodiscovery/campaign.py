@@ -49,12 +49,16 @@ class HarnessSettings(Strict):
     """Which harness in harnesses/ evaluates the candidates."""
     tolerance: float = Field(1e-2, gt=0, le=0.1)
     """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ the gate accepts."""
-    gate_draws: int = Field(3, ge=2, le=16)
-    """Fresh random input draws the gate checks, on alternating buffers."""
+    gate_draws: int = Field(4, ge=4, le=32)
+    """Launches the gate checks before timing, each on fresh inputs, cycling through the distributions
+    (uniform, normal, wide dynamic range, large offsets that cancel)."""
+    baseline: Literal["gemmex", "best_lt"] = "gemmex"
+    """The cuBLAS the candidates are timed against: cublasGemmEx's default algorithm, or the fastest of
+    cuBLASLt's top heuristic algorithms for the shape (32 MiB workspace), chosen once per shape."""
     warmup_ms: float = Field(200.0, ge=0)
     """Untimed launches, alternating between the kernels, for about this long before timing."""
     repetitions: int = Field(40, ge=10)
-    """Timed pairs (candidate, cuBLAS), interleaved in alternating order."""
+    """Timed pairs of samples (candidate, cuBLAS), interleaved in alternating order."""
     sample_ms: float = Field(2.0, gt=0)
     """Each timed sample repeats launches until it lasts about this long."""
     timing_budget_s: float = Field(4.0, gt=0)

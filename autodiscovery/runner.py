@@ -91,14 +91,11 @@ def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: St
     from autodiscovery.ladder import Ladder
 
     parsed = [parse_shape(s) for s in shapes]
-    out, fingerprint = [], None
+    out = []
     for M, N, K in parsed:
         campaign = load(name_or_path, [*overrides, f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
         h = harness or harnesses.get(campaign.harness.name)(campaign)
-        if fingerprint is None:
-            fingerprint = h.preflight()
-        else:
-            h.sms, h.device = fingerprint["sms"], fingerprint["gpu"]
+        fingerprint = h.preflight()  # per shape: a baseline chosen for the shape is chosen again
         run_id, rungs = Ladder(campaign, store, h, workers(campaign), progress).climb(fingerprint, per_family, families)
         out.append(((M, N, K), run_id, rungs))
     return out

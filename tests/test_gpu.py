@@ -34,27 +34,13 @@ def test_gate_accepts_the_seed(harness):
     out = evaluate(harness, seed)
     assert out.status == "ok", out.log
     draws = out.metrics["gate"]["candidate"]
-    assert len(draws) == 3 and all(d["rel_err"] < 1e-2 and d["inputs_unchanged"] for d in draws)
+    assert [d["dist"] for d in draws] == ["uniform", "normal", "wide", "offset"]
+    assert all(d["rel_err"] < 1e-2 and d["inputs_unchanged"] for d in draws)
     assert 0 < out.score < 0.2
-
-
-@pytest.mark.parametrize(
-    "kernel, status, words",
-    [
-        ("wrong_layout.cu", "incorrect", "relative error"),
-        ("writes_nothing.cu", "incorrect", "never written"),
-        ("half_the_rows.cu", "incorrect", "never written"),
-        ("scribbles_on_input.cu", "incorrect", "modified its inputs"),
-        ("first_launch_only.cu", "incorrect", "draw 1"),
-        ("low_precision.cu", "incorrect", "relative error"),
-        ("illegal_address.cu", "crashed", "illegal"),
-        ("hangs.cu", "timeout", "killed after"),
-    ],
-)
-def test_gate_rejects_wrong_kernels(harness, kernel, status, words):
-    out = evaluate(harness, (KERNELS / kernel).read_text())
-    assert out.status == status, out.log
-    assert words in out.log.lower() if words == "illegal" else words in out.log
+    # every launch after the gate was checked too, and each timed one had its own fresh inputs
+    m = out.metrics
+    assert m["checked_launches"]["candidate"] >= 4 + m["pairs"] * m["launches_per_sample"]["candidate"]
+    assert m["worst_rel_err"]["candidate"] < 1e-2 and m["peak_tflops"] > 500
 
 
 def test_paired_timing_against_cublas(harness):
@@ -66,11 +52,58 @@ def test_paired_timing_against_cublas(harness):
     assert m["pairs"] == 12 and len(m["ratios"]) == 12  # a fast kernel gets every pair asked for
     assert m["ratio"]["ci_low"] <= m["ratio"]["median"] <= m["ratio"]["ci_high"]
     assert m["tflops"]["cublas"] > 200
-    assert m["input_sets"] >= 2 and min(m["launches_per_sample"].values()) >= 1
+    assert min(m["launches_per_sample"].values()) >= 1
     # The same kernel against itself, head to head: a ratio of one within the noise.
     build = harness.build(src)
     same = harness.head_to_head((src, build), (src, build))
     assert same.status == "ok" and abs(same.metrics["ratio"]["median"] - 1) < 0.03
+
+
+def test_checked_timing_agrees_with_plain_timing_on_an_honest_kernel(harness):
+    """An honest kernel's × cuBLAS under the checked, fresh-input timing matches, within noise, a plain
+    interleaved timing in this process that rotates over a few fixed input sets (the timing before)."""
+    import math
+
+    import cupy as cp
+    import numpy as np
+
+    from harnesses.hopper_gemm.gpu import Cublas, Kernel, device_info
+
+    space = Space("hopper_gemm")
+    src = space.render("wgmma_ws", space.families["wgmma_ws"].default)
+    build = harness.build(src)
+    checked = harness.evaluate(src, build)
+    assert checked.status == "ok", checked.log
+    M, N, K = harness.shape
+    info = device_info()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        def bf16(rows, cols):
+            x = cp.random.uniform(-1, 1, (rows, cols), dtype=cp.float32)
+            return (x.view(cp.uint32) >> 16).astype(cp.uint16)
+
+        nsets = max(2, math.ceil(3 * info.l2_bytes / (2 * (M + N) * K)))
+        sets = [(bf16(M, K), bf16(N, K), cp.empty((M, N), cp.uint16)) for _ in range(nsets)]
+        kernel = Kernel(build.cubin, harness.check(src).model_dump(), stream, info)
+        params = [kernel.bind(*s) for s in sets]
+        cublas = Cublas(stream)
+        runs = [lambda i: kernel(params[i]), lambda i: cublas.gemm(*sets[i])]
+        ratios = []
+        for rep in range(60):
+            ms = []
+            for k in (0, 1) if rep % 2 == 0 else (1, 0):
+                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+                e0.record(stream)
+                for j in range(10):
+                    runs[k]((rep * 10 + j) % nsets)
+                e1.record(stream)
+                ms.append((k, e0, e1))
+            e1.synchronize()
+            t = {k: cp.cuda.get_elapsed_time(a, b) for k, a, b in ms}
+            if rep >= 10:  # the first pairs warm the clocks up
+                ratios.append(t[1] / t[0])
+    plain = float(np.median(ratios))
+    assert abs(checked.score / plain - 1) < 0.05, (checked.score, plain)
 
 
 def test_a_short_run(tmp_path):

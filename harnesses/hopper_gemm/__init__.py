@@ -25,8 +25,15 @@ from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 __all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "ToolchainError"]
 
 
+HELPERS = Path(__file__).with_name("bench_kernels.cu")
+
+
 class HarnessError(AutoDiscoveryError):
     pass
+
+
+class DeviceLost(HarnessError):
+    """The GPU stopped answering: no evaluation can be trusted until it is back."""
 
 
 class HopperGemmHarness:
@@ -40,6 +47,7 @@ class HopperGemmHarness:
                                self.settings.nvcc_flags, self.settings.arch)
         self.sms = 132
         self.device = ""
+        self.baseline: dict = {"kind": self.settings.baseline}
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -59,14 +67,37 @@ class HopperGemmHarness:
         except OSError:
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
                                "H100/H200 with its driver") from None
-        out = self._child({"mode": "fingerprint"}, timeout_s=180)
+        job = {"mode": "fingerprint", "baseline": self.settings.baseline, "shape": list(self.shape),
+               "helpers": self.helpers()}
+        out = self._child(job, timeout_s=180)
         if out.status != "ok":
             raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
         fp |= {k: v for k, v in out.metrics.items() if k != "eval_wall_s"}
         if not str(fp.get("cc", "")).startswith("9."):
             raise HarnessError(f"hopper_gemm needs a Hopper GPU (sm_90a); found {fp.get('gpu')} (cc {fp.get('cc')})")
-        self.sms, self.device = fp["sms"], fp["gpu"]
+        self.adopt(fp)
         return fp
+
+    def adopt(self, fingerprint: dict) -> None:
+        """Take the device facts and the baseline choice of a recorded fingerprint."""
+        self.sms, self.device = fingerprint["sms"], fingerprint["gpu"]
+        self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
+
+    def helpers(self) -> str:
+        """The cubin of the harness's own kernels (input draws, checks), built like a candidate."""
+        report = self.builder.build(HELPERS.read_text())
+        if not report.ok:
+            raise HarnessError(f"the harness's own kernels do not build: {_first_line(report.log)}")
+        return report.cubin
+
+    def healthy(self) -> str | None:
+        """None if the GPU still answers; else why not (after a crash or a timeout)."""
+        out = self._child({"mode": "fingerprint"}, timeout_s=60)
+        if out.status != "ok":
+            return _first_line(out.log)
+        if out.metrics.get("gpu") != self.device:
+            return f"the GPU is now {out.metrics.get('gpu')}, not {self.device}"
+        return None
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Launch:
@@ -89,7 +120,11 @@ class HopperGemmHarness:
         """Both kernels gated and timed against each other; ratio > 1 means the challenger is faster."""
         return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
 
-    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]]) -> Outcome:
+    def calibrate(self, kernels: dict[str, tuple[str, BuildReport]], per_dist: int = 3) -> Outcome:
+        """Each kernel's errors on every input distribution, failures included (`calibrate.py`)."""
+        return self._measure("calibrate", kernels, per_dist=per_dist)
+
+    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], **extra) -> Outcome:
         specs = {}
         for name, (source, build) in kernels.items():
             if not build.ok or not build.cubin:
@@ -98,16 +133,23 @@ class HopperGemmHarness:
                 specs[name] = {"cubin": build.cubin, "launch": self.check(source).model_dump()}
             except ManifestError as exc:
                 return Outcome("rejected", log=str(exc))
-        job = {"mode": mode, "shape": list(self.shape), "kernels": specs,
-               "settings": self.settings.model_dump(mode="json")}
-        return self._child(job, timeout_s=self.settings.timeout_s)
+        job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
+               "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}
+        out = self._child(job, timeout_s=self.settings.timeout_s)
+        if out.status in ("crashed", "timeout") and (why := self.healthy()) is not None:
+            raise DeviceLost(f"the GPU stopped answering after a {out.status} evaluation: {why}")
+        return out
 
     def _child(self, job: dict, timeout_s: float) -> Outcome:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
-            env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            env = os.environ | {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                "AUTODISCOVERY_PARENT": str(os.getpid()),
+                "AUTODISCOVERY_DEADLINE_S": str(timeout_s + 30),  # the child's own limit, should we die first
+            }
             proc = subprocess.Popen(
                 [sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

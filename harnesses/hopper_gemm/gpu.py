@@ -27,6 +27,10 @@ class CudaError(RuntimeError):
     pass
 
 
+class LaunchRefused(Exception):
+    """The declared launch is beyond what this device (or this kernel's resources) allows."""
+
+
 def check(result):
     """Unwrap a cuda-python (err, *values) tuple, raising CudaError with the error's name."""
     err, *rest = result if isinstance(result, tuple) else (result,)
@@ -104,17 +108,49 @@ class Cublas:
 class Kernel:
     """A candidate's cubin loaded through the driver API, launched as its manifest says."""
 
-    def __init__(self, cubin: str | Path, launch: dict, stream: cp.cuda.Stream) -> None:
+    def __init__(self, cubin: str | Path, launch: dict, stream: cp.cuda.Stream, info: DeviceInfo | None = None) -> None:
         self.launch = launch
         self.stream = cu.CUstream(stream.ptr)
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
-        self.func = check(cu.cuModuleGetFunction(self.module, launch["kernel"].encode()))
+        try:
+            self.func = check(cu.cuModuleGetFunction(self.module, launch["kernel"].encode()))
+        except CudaError:
+            raise LaunchRefused(f"the cubin has no kernel named '{launch['kernel']}' (extern \"C\" __global__)") from None
+        info = info or device_info()
+        self._check_limits(info)
         smem = launch["smem"]
         if smem > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(cu.cuFuncSetAttribute(self.func, attr, smem))
         self.config = self._config() if tuple(launch["cluster"]) != (1, 1, 1) else None
+        if self.config is not None:
+            self._check_cluster()
         self._keep: list = []
+
+    def attribute(self, name: str) -> int:
+        return check(cu.cuFuncGetAttribute(getattr(cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}"), self.func))
+
+    def _check_limits(self, info: DeviceInfo) -> None:
+        """Refuse, with the reason, a launch this device cannot run (instead of failing at launch time)."""
+        threads = int(np.prod(self.launch["block"]))
+        most = self.attribute("MAX_THREADS_PER_BLOCK")
+        regs = self.attribute("NUM_REGS")
+        if threads > most:
+            raise LaunchRefused(f"block of {threads} threads, but this kernel ({regs} registers a thread) can run "
+                                f"at most {most} threads a block on {info.name}")
+        static = self.attribute("SHARED_SIZE_BYTES")
+        if static + self.launch["smem"] > info.max_smem_optin:
+            raise LaunchRefused(f"{static} bytes of static + {self.launch['smem']} bytes of dynamic shared memory "
+                                f"exceed the {info.max_smem_optin} bytes a block may have on {info.name}")
+        for axis, (g, most) in enumerate(zip(self.launch["grid"], info.max_grid)):
+            if g > most:
+                raise LaunchRefused(f"grid dimension {'xyz'[axis]} = {g} exceeds {most} on {info.name}")
+
+    def _check_cluster(self) -> None:
+        n = check(cu.cuOccupancyMaxActiveClusters(self.func, self.config))
+        if n < 1:
+            raise LaunchRefused(f"a cluster of {self.launch['cluster']} blocks with {self.launch['smem']} bytes of "
+                                "dynamic shared memory each cannot be resident at once on this device")
 
     def _config(self) -> cu.CUlaunchConfig:
         cfg = cu.CUlaunchConfig()
@@ -129,7 +165,11 @@ class Kernel:
         cfg.numAttrs = 1
         if np.prod(self.launch["cluster"]) > 8:
             allow = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-            check(cu.cuFuncSetAttribute(self.func, allow, 1))
+            try:
+                check(cu.cuFuncSetAttribute(self.func, allow, 1))
+            except CudaError as exc:
+                raise LaunchRefused(f"cluster {self.launch['cluster']}: non-portable cluster sizes are not "
+                                    f"allowed on this device ({exc})") from None
         return cfg
 
     def bind(self, A: cp.ndarray, B: cp.ndarray, C: cp.ndarray) -> int:
@@ -177,6 +217,10 @@ def tensor_map(spec: dict, values: dict[str, cp.ndarray]) -> cu.CUtensorMap:
     ))
 
 
+# Dense bf16 tensor-core FLOPs per SM per clock, by compute capability (Hopper: 1024 FMAs).
+DENSE_BF16_FLOPS_PER_CLOCK = {"9.0": 4096}
+
+
 @dataclass
 class DeviceInfo:
     name: str
@@ -184,15 +228,90 @@ class DeviceInfo:
     l2_bytes: int
     pci_bus_id: str
     cc: str
+    max_smem_optin: int = 232448
+    max_grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    max_sm_clock_mhz: float = 0.0
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """The dense bf16 peak at the highest SM clock: no honest GEMM can go faster."""
+        per_clock = DENSE_BF16_FLOPS_PER_CLOCK.get(self.cc)
+        if per_clock is None or not self.max_sm_clock_mhz:
+            return None
+        return self.sms * self.max_sm_clock_mhz * 1e6 * per_clock / 1e12
 
 
 def device_info() -> DeviceInfo:
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    attr = cp.cuda.runtime.deviceGetAttribute
+    rt = cp.cuda.runtime
     return DeviceInfo(
         name=props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
         sms=props["multiProcessorCount"], l2_bytes=props["l2CacheSize"],
-        pci_bus_id=cp.cuda.Device().pci_bus_id, cc=f"{props['major']}.{props['minor']}",
+        pci_bus_id=dev.pci_bus_id, cc=f"{props['major']}.{props['minor']}",
+        max_smem_optin=attr(rt.cudaDevAttrMaxSharedMemoryPerBlockOptin, dev.id),
+        max_grid=tuple(attr(a, dev.id) for a in (rt.cudaDevAttrMaxGridDimX, rt.cudaDevAttrMaxGridDimY,
+                                                 rt.cudaDevAttrMaxGridDimZ)),
+        max_sm_clock_mhz=_max_sm_clock_mhz(dev),
     )
+
+
+def _max_sm_clock_mhz(dev: cp.cuda.Device) -> float:
+    """The highest SM clock: NVML's maximum, else the driver's clock-rate attribute."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByPciBusId(dev.pci_bus_id.encode())
+        return float(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        pass
+    try:
+        khz = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev.id))
+        return khz / 1000.0
+    except Exception:
+        return 0.0
+
+
+class Helpers:
+    """The harness's own kernels (bench_kernels.cu): input draws, input checks, output comparison, poison."""
+
+    THREADS = 256
+
+    def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
+        self.module = check(cu.cuModuleLoad(str(cubin).encode()))
+        self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
+                    for n in ("fill", "verify", "poison", "compare", "delay")}
+        self.stream = cu.CUstream(stream.ptr)
+        self.blocks = 4 * sms
+
+    def _launch(self, name: str, args: list, blocks: int | None = None) -> None:
+        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        check(cu.cuLaunchKernel(self.fns[name], blocks or self.blocks, 1, 1, self.THREADS, 1, 1, 0, self.stream,
+                                ctypes.addressof(ptrs), 0))
+
+    def fill(self, out: cp.ndarray, seed: int, dist: int, flip: bool) -> None:
+        u64 = ctypes.c_uint64
+        self._launch("fill", [ctypes.c_void_p(out.data.ptr), u64(out.size), u64(seed), ctypes.c_int(dist),
+                              u64(out.shape[1]), ctypes.c_int(int(flip))])
+
+    def verify(self, data: cp.ndarray, seed: int, dist: int, flip: bool, counter: int) -> None:
+        u64 = ctypes.c_uint64
+        self._launch("verify", [ctypes.c_void_p(data.data.ptr), u64(data.size), u64(seed), ctypes.c_int(dist),
+                                u64(data.shape[1]), ctypes.c_int(int(flip)), ctypes.c_void_p(counter)])
+
+    def poison(self, out: cp.ndarray) -> None:
+        self._launch("poison", [ctypes.c_void_p(out.data.ptr), ctypes.c_uint64(out.size // 2)])
+        if out.size % 2:
+            out.ravel()[-1] = BF16_NAN
+
+    def compare(self, c: cp.ndarray, ref: cp.ndarray, stats: int) -> None:
+        self._launch("compare", [ctypes.c_void_p(c.data.ptr), ctypes.c_void_p(ref.data.ptr),
+                                 ctypes.c_uint64(c.size), ctypes.c_void_p(stats)])
+
+    def delay(self, seconds: float) -> None:
+        self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)
 
 
 class PowerSampler:

@@ -1,4 +1,16 @@
-"""The gate and the interleaved timing, run inside the evaluation child."""
+"""The gate and the interleaved timing, run inside the evaluation child.
+
+Every launch of a candidate, checked or timed, is prepared the same way, so nothing tells the kernel
+which one it is in:
+- its A and B hold content drawn for this launch alone (a counter-based hash of a fresh seed, from one
+  of several distributions), so no launch ever sees content that another launch saw;
+- its C starts as the bf16 NaN pattern;
+- its buffers come from one pool of slots that the gate and the timing share.
+After the launch, untimed: A and B are derived again from their seed and compared (a kernel that wrote
+to its inputs is caught), cuBLAS computes the same product, and the output is compared with it. Every
+launch is checked, the timed ones included. A timed sample is: draws, poison and an L2 flush (untimed),
+then the launches back to back between two events, then the checks (untimed).
+"""
 
 from __future__ import annotations
 
@@ -6,162 +18,275 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import cupy as cp
 import numpy as np
 
-from harnesses.hopper_gemm.gpu import BF16_NAN, Cublas, Kernel, from_bf16_bits, random_bf16
+from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Helpers, Kernel
+
+DISTRIBUTIONS = ("uniform", "normal", "wide", "offset")
+SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
+MAX_SLOTS = 64
+HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
 
 
 class GateFailure(Exception):
     pass
 
 
-class Bench:
-    """Buffers, cuBLAS and a stream for one problem shape."""
+@dataclass
+class Draw:
+    """The inputs of one launch: which slot, and the seed and distribution its content comes from."""
 
-    def __init__(self, M: int, N: int, K: int, l2_bytes: int) -> None:
+    slot: int
+    seed: int
+    dist: int
+
+
+@dataclass
+class Check:
+    """One checked launch, before its numbers are read back."""
+
+    kernel: str
+    phase: str  # gate | estimate | warmup | timed
+    index: int  # draw number in the gate, launch number in the timing
+    dist: int
+    row: int  # row of the stats table
+
+
+def verdict(stats: np.ndarray, tolerance: float) -> dict:
+    """One stats row (see bench_kernels.cu: compare, plus the input mismatch counts) as a result."""
+    d2, r2 = stats[:2].view(np.float64)
+    dmax, rmax = (np.array(stats[2:4], dtype=np.uint64).astype(np.uint32)).view(np.float32)
+    nonfinite, unwritten, changed = int(stats[4]), int(stats[5]), int(stats[6]) + int(stats[7])
+    rel = math.sqrt(d2 / r2) if r2 > 0 else (0.0 if d2 == 0 else math.inf)
+    max_rel = float(dmax) / float(rmax) if rmax > 0 else (0.0 if dmax == 0 else math.inf)
+    ok = nonfinite == 0 and changed == 0 and rel <= tolerance and max_rel <= 5 * tolerance
+    return {"rel_err": rel, "max_err": max_rel, "nonfinite": nonfinite, "unwritten": unwritten,
+            "inputs_unchanged": changed == 0, "ok": ok}
+
+
+def failure(check: Check, r: dict, tolerance: float) -> str:
+    """Why a checked launch failed, in words the log and the agent can use."""
+    where = (f"draw {check.index} ({DISTRIBUTIONS[check.dist]})" if check.phase == "gate"
+             else f"{check.phase} launch {check.index} ({DISTRIBUTIONS[check.dist]} inputs)")
+    if not r["inputs_unchanged"]:
+        return f"{where}: the kernel modified its inputs"
+    if r["nonfinite"]:
+        what = f"{r['unwritten']} outputs never written" if r["unwritten"] else "NaN/Inf in the output"
+        return f"{where}: {r['nonfinite']} non-finite outputs ({what})"
+    return f"{where}: relative error {r['rel_err']:.3g} (max {r['max_err']:.3g}) exceeds tolerance {tolerance:g}"
+
+
+class Bench:
+    """A pool of input/output slots, cuBLAS, the helper kernels and a stream, for one problem shape."""
+
+    def __init__(self, M: int, N: int, K: int, info: DeviceInfo, helpers_cubin: str,
+                 baseline: str = "gemmex", lt_algo: int | None = None) -> None:
         self.M, self.N, self.K = M, N, K
+        self.info = info
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stream.use()
-        self.rng = cp.random.default_rng(int.from_bytes(os.urandom(8), "little"))
-        self.cublas = Cublas(self.stream)
-        self.l2_bytes = l2_bytes
-        self._sets: list[tuple[cp.ndarray, cp.ndarray]] = []
+        self.rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+        self.cublas = Cublas(self.stream)  # the reference every output is checked against
+        self.helpers = Helpers(helpers_cubin, self.stream, info.sms)
+        self.slots: list[tuple[cp.ndarray, cp.ndarray, cp.ndarray]] = []
+        self.draws: dict[int, Draw] = {}
+        self.ref = cp.empty((M, N), cp.uint16)
+        self.flush = cp.empty(2 * info.l2_bytes, cp.uint8)
+        self.checks: list[Check] = []
+        self._stats: list[cp.ndarray] = []
+        self.baseline = self._baseline(baseline, lt_algo)
 
-    # ---- inputs -------------------------------------------------------------------------
-    def fresh_inputs(self, A: cp.ndarray, B: cp.ndarray) -> None:
-        A[...] = random_bf16(A.shape, self.rng)
-        B[...] = random_bf16(B.shape, self.rng)
+    # ---- the pool -----------------------------------------------------------------------
+    @property
+    def slot_bytes(self) -> int:
+        return 2 * ((self.M + self.N) * self.K + self.M * self.N)
 
-    def timing_sets(self) -> list[tuple[cp.ndarray, cp.ndarray]]:
-        """Input sets to rotate over, together three times larger than L2 (so every launch is cold)."""
-        if not self._sets:
-            set_bytes = 2 * (self.M + self.N) * self.K
-            n = max(2, math.ceil(3 * self.l2_bytes / set_bytes))
-            n = min(n, max(2, int(8e9 // set_bytes)))
-            for _ in range(n):
-                A = cp.empty((self.M, self.K), dtype=cp.uint16)
-                B = cp.empty((self.N, self.K), dtype=cp.uint16)
-                self.fresh_inputs(A, B)
-                self._sets.append((A, B))
-        return self._sets
+    @property
+    def max_slots(self) -> int:
+        free = cp.cuda.runtime.memGetInfo()[0]
+        return int(max(1, min(MAX_SLOTS, min(SLOT_MEMORY_BYTES, free // 2) // self.slot_bytes)))
 
-    def output(self) -> cp.ndarray:
-        return cp.empty((self.M, self.N), dtype=cp.uint16)
+    def slot(self, i: int) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
+        while len(self.slots) <= i:
+            self.slots.append((cp.empty((self.M, self.K), cp.uint16), cp.empty((self.N, self.K), cp.uint16),
+                               cp.empty((self.M, self.N), cp.uint16)))
+        return self.slots[i]
 
-    # ---- correctness ----------------------------------------------------------------------
-    def compare(self, C: cp.ndarray, ref: cp.ndarray, tolerance: float) -> dict:
-        c, r = from_bf16_bits(C).astype(cp.float64), from_bf16_bits(ref).astype(cp.float64)
-        unwritten = int(cp.count_nonzero(C == BF16_NAN))
-        nonfinite = int(cp.count_nonzero(~cp.isfinite(c)))
-        diff = cp.abs(c - r)
-        ref_norm = float(cp.linalg.norm(r))
-        rel = float(cp.linalg.norm(cp.where(cp.isfinite(c), c - r, 0.0))) / max(ref_norm, 1e-30)
-        max_rel = float(cp.max(cp.where(cp.isfinite(diff), diff, 0.0))) / max(float(cp.max(cp.abs(r))), 1e-30)
-        ok = nonfinite == 0 and rel <= tolerance and max_rel <= 5 * tolerance
-        return {"rel_err": rel, "max_err": max_rel, "nonfinite": nonfinite, "unwritten": unwritten, "ok": ok}
+    def _baseline(self, kind: str, lt_algo: int | None) -> Callable[[cp.ndarray, cp.ndarray, cp.ndarray], None]:
+        if kind == "gemmex":
+            return self.cublas.gemm
+        from harnesses.hopper_gemm.cublaslt import CublasLt
 
-    def gate(self, kernel: Kernel, draws: int, tolerance: float) -> list[dict]:
-        """Fresh random inputs each draw on alternating buffers; the output poisoned before each launch.
+        self.lt = CublasLt(self.stream)
+        A, B, C = self.slot(0)
+        self.prepare(Draw(0, self.seed(), 0))
+        if lt_algo is None:
+            self.lt_choice = self.lt.choose(A, B, C)
+        else:
+            self.lt.use(A, B, C, lt_algo)
+            self.lt_choice = self.lt.choice
+        return self.lt.gemm
 
-        Raises GateFailure with the reason at the first failing draw.
+    # ---- one launch's inputs and its check ----------------------------------------------
+    def seed(self) -> int:
+        return int(self.rng.integers(1, 2**63))
+
+    def prepare(self, draw: Draw) -> None:
+        """Fresh content in the slot's A and B, and the poison in its C (untimed)."""
+        A, B, C = self.slot(draw.slot)
+        self.helpers.fill(A, draw.seed, draw.dist, flip=False)
+        self.helpers.fill(B, draw.seed ^ 0x5BD1E995, draw.dist, flip=True)
+        self.helpers.poison(C)
+        self.draws[draw.slot] = draw
+
+    def _row(self) -> int:
+        n = sum(len(s) for s in self._stats)
+        if n == len(self.checks):
+            self._stats.append(cp.zeros((max(64, n), 8), cp.uint64))
+        return len(self.checks)
+
+    def _row_ptr(self, row: int) -> int:
+        for chunk in self._stats:
+            if row < len(chunk):
+                return chunk.data.ptr + row * 8 * 8
+            row -= len(chunk)
+        raise IndexError(row)
+
+    def check(self, slot: int, kernel: str, phase: str, index: int) -> Check:
+        """Queue the checks of the launch that used `slot`: inputs unchanged, output against cuBLAS."""
+        A, B, C = self.slot(slot)
+        draw = self.draws[slot]
+        row = self._row()
+        ptr = self._row_ptr(row)
+        self.helpers.verify(A, draw.seed, draw.dist, False, ptr + 6 * 8)
+        self.helpers.verify(B, draw.seed ^ 0x5BD1E995, draw.dist, True, ptr + 7 * 8)
+        self.cublas.gemm(A, B, self.ref)
+        self.helpers.compare(C, self.ref, ptr)
+        c = Check(kernel, phase, index, draw.dist, row)
+        self.checks.append(c)
+        return c
+
+    def results(self, tolerance: float) -> list[tuple[Check, dict]]:
+        """Every queued check with its result (waits for the GPU)."""
+        self.stream.synchronize()
+        table = cp.concatenate(self._stats).get() if self._stats else np.zeros((0, 8), np.uint64)
+        return [(c, verdict(table[c.row], tolerance)) for c in self.checks]
+
+    # ---- the gate -----------------------------------------------------------------------
+    def gate(self, kernel: Kernel, name: str, draws: int, tolerance: float) -> list[dict]:
+        """`draws` launches on fresh inputs, cycling through the distributions; each launch checked.
+
+        Raises GateFailure with the reason of the first failing draw.
         """
-        buffers = [(cp.empty((self.M, self.K), cp.uint16), cp.empty((self.N, self.K), cp.uint16), self.output())
-                   for _ in range(2)]
-        ref = self.output()
-        results = []
+        first = len(self.checks)
+        nslots = min(self.max_slots, 2)
         for d in range(draws):
-            A, B, C = buffers[d % 2]
-            self.fresh_inputs(A, B)
-            A0, B0 = A.copy(), B.copy()
-            self.cublas.gemm(A, B, ref)
-            C.fill(BF16_NAN)
-            kernel(kernel.bind(A, B, C))
-            self.stream.synchronize()
-            r = self.compare(C, ref, tolerance) | {"draw": d}
-            r["inputs_unchanged"] = bool(cp.array_equal(A, A0) and cp.array_equal(B, B0))
-            results.append(r)
-            if not r["inputs_unchanged"]:
-                raise GateFailure(f"draw {d}: the kernel modified its inputs")
-            if r["nonfinite"]:
-                what = f"{r['unwritten']} outputs never written" if r["unwritten"] else "NaN/Inf in the output"
-                raise GateFailure(f"draw {d}: {r['nonfinite']} non-finite outputs ({what})")
+            draw = Draw(d % nslots, self.seed(), d % len(DISTRIBUTIONS))
+            self.prepare(draw)
+            kernel(kernel.bind(*self.slot(draw.slot)))
+            self.check(draw.slot, name, "gate", d)
+        out = []
+        for c, r in self.results(tolerance)[first:]:
+            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]})
             if not r["ok"]:
-                raise GateFailure(
-                    f"draw {d}: relative error {r['rel_err']:.3g} (max {r['max_err']:.3g}) exceeds tolerance {tolerance:g}"
-                )
-        return results
-
-    # ---- timing ---------------------------------------------------------------------------
-    def runners(self, kernels: dict[str, Kernel | None]) -> dict[str, tuple[Callable[[int], None], cp.ndarray]]:
-        """One launcher per name (None means cuBLAS), each taking the index of the input set to use."""
-        sets = self.timing_sets()
-        out: dict = {}
-        for name, kernel in kernels.items():
-            C = self.output()
-            if kernel is None:
-                out[name] = ((lambda i, C=C: self.cublas.gemm(sets[i][0], sets[i][1], C)), C)
-            else:
-                params = [kernel.bind(A, B, C) for A, B in sets]
-                out[name] = ((lambda i, k=kernel, p=params: k(p[i])), C)
+                raise GateFailure(failure(c, r, tolerance))
         return out
 
-    def interleave(self, launchers: list[Callable[[int], None]], reps: int, warmup_ms: float,
-                   sample_ms: float, budget_s: float) -> tuple[np.ndarray, list[int], list[int]]:
-        """Time the launchers in alternating order (A B, B A, ...); returns ms per launch [rep, launcher].
+    def errors(self, kernel: Kernel, name: str, per_dist: int, tolerance: float) -> dict[str, list[dict]]:
+        """Gate-like launches that never stop at a failure: results by distribution (for calibration)."""
+        first = len(self.checks)
+        for d in range(per_dist * len(DISTRIBUTIONS)):
+            draw = Draw(d % 2, self.seed(), d % len(DISTRIBUTIONS))
+            self.prepare(draw)
+            kernel(kernel.bind(*self.slot(draw.slot)))
+            self.check(draw.slot, name, "gate", d)
+        out: dict[str, list[dict]] = {dist: [] for dist in DISTRIBUTIONS}
+        for c, r in self.results(tolerance)[first:]:
+            out[DISTRIBUTIONS[c.dist]].append(r)
+        return out
 
-        Warm-up runs every launcher in turn for about `warmup_ms`, so clocks and power settle first.
-        Each sample repeats one launcher (rotating input sets) until it lasts about `sample_ms`;
-        nothing synchronizes between samples, so the host stays ahead of the GPU and no launch gap is
-        timed. Slow kernels get fewer pairs (at least 10) so timing stays within about `budget_s`.
+    # ---- timing -------------------------------------------------------------------------
+    def launchers(self, kernels: dict[str, Kernel | None]) -> dict[str, Callable[[int], None]]:
+        """One launcher per name (None means the cuBLAS baseline), each taking a slot index."""
+        out: dict = {}
+        for name, kernel in kernels.items():
+            if kernel is None:
+                out[name] = lambda i: self.baseline(*self.slot(i))
+            else:
+                params: dict[int, int] = {}
+
+                def launch(i: int, k: Kernel = kernel, p: dict = params) -> None:
+                    if i not in p:
+                        p[i] = k.bind(*self.slot(i))
+                    k(p[i])
+                out[name] = launch
+        return out
+
+    def sample(self, name: str, launch: Callable[[int], None], n: int, checked: bool, phase: str,
+               first_index: int, est_s: float | None) -> tuple[cp.cuda.Event, cp.cuda.Event]:
+        """n launches, each on inputs drawn for it, timed together between two events; then checked."""
+        offset = int(self.rng.integers(len(DISTRIBUTIONS)))
+        draws = [Draw(j, self.seed(), (offset + j) % len(DISTRIBUTIONS)) for j in range(n)]
+        for d in draws:
+            self.prepare(d)
+        cp.cuda.runtime.memsetAsync(self.flush.data.ptr, 0, self.flush.nbytes, self.stream.ptr)  # cold L2
+        # Keep the GPU busy while the host queues the sample, so no launch waits for the host.
+        self.helpers.delay(n * max(0.0, HOST_LAUNCH_S - (est_s or 0.0)) + 50e-6)
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record(self.stream)
+        for d in draws:
+            launch(d.slot)
+        e1.record(self.stream)
+        if checked:
+            for j, d in enumerate(draws):
+                self.check(d.slot, name, phase, first_index + j)
+        return e0, e1
+
+    def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
+                   budget_s: float) -> tuple[np.ndarray, list[int]]:
+        """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel].
+
+        Each sample repeats one kernel on fresh inputs until it lasts about `sample_ms` (as many
+        launches as the pool has slots at most); warm-up samples run for about `warmup_ms` first so
+        clocks and power settle. Slow kernels get fewer pairs (at least 10) so that timing stays
+        within about `budget_s`. Candidates' launches are all checked (see `results`).
         """
-        nsets = len(self.timing_sets())
-        idx = 0
-        last = [0] * len(launchers)
+        names = list(kernels)
+        run = self.launchers(kernels)
+        launched = dict.fromkeys(names, 0)
 
-        def run(k: int, times: int) -> None:
-            nonlocal idx
-            for _ in range(times):
-                launchers[k](idx)
-                last[k] = idx
-                idx = (idx + 1) % nsets
+        def sample(k: int, n: int, phase: str, est: float | None = None):
+            name = names[k]
+            events = self.sample(name, run[name], n, kernels[name] is not None, phase, launched[name], est)
+            launched[name] += n
+            return events
 
         est = []
-        for k in range(len(launchers)):
-            run(k, 1)
-            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-            e0.record(self.stream)
-            run(k, 2)
-            e1.record(self.stream)
+        for k in range(len(names)):
+            sample(k, 1, "estimate")
+            e0, e1 = sample(k, 2, "estimate")
             e1.synchronize()
             est.append(max(cp.cuda.get_elapsed_time(e0, e1) / 2, 1e-3))
-        rounds = int(min(1000, math.ceil(warmup_ms / sum(est))))
-        for _ in range(rounds):
-            for k in range(len(launchers)):
-                run(k, 1)
-        inner = [int(min(500, max(1, math.ceil(sample_ms / t)))) for t in est]
+        most = self.max_slots
+        inner = [int(min(most, max(1, math.ceil(sample_ms / t)))) for t in est]
         per_pair_ms = sum(n * t for n, t in zip(inner, est))
+        rounds = int(min(1000, math.ceil(warmup_ms / per_pair_ms)))
+        for _ in range(rounds):
+            for k in range(len(names)):
+                sample(k, inner[k], "warmup", est[k] / 1e3)
         reps = int(max(10, min(reps, budget_s * 1000 // per_pair_ms)))
-        events = [[(cp.cuda.Event(), cp.cuda.Event()) for _ in launchers] for _ in range(reps)]
+        events = [[None] * len(names) for _ in range(reps)]
         for r in range(reps):
-            order = range(len(launchers)) if r % 2 == 0 else reversed(range(len(launchers)))
+            order = range(len(names)) if r % 2 == 0 else reversed(range(len(names)))
             for k in order:
-                events[r][k][0].record(self.stream)
-                run(k, inner[k])
-                events[r][k][1].record(self.stream)
+                events[r][k] = sample(k, inner[k], "timed", est[k] / 1e3)
         self.stream.synchronize()
         times = np.array([[cp.cuda.get_elapsed_time(a, b) / inner[k] for k, (a, b) in enumerate(row)]
                           for row in events])
-        return times, inner, last
-
-    def recheck(self, C: cp.ndarray, set_index: int, tolerance: float) -> dict:
-        """The output left by the timed launches must still be right (no shortcut while timed)."""
-        A, B = self.timing_sets()[set_index]
-        ref = self.output()
-        self.cublas.gemm(A, B, ref)
-        self.stream.synchronize()
-        return self.compare(C, ref, tolerance)
+        return times, inner
 
 
 def elapsed(start: float) -> float:

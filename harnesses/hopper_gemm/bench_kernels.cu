@@ -1,0 +1,123 @@
+// The harness's own device code, compiled at run time by the evaluation child (NVRTC through CuPy).
+//
+// fill:    writes bf16 inputs as a pure function of (seed, index, distribution): a counter-based hash,
+//          so content is fresh for every launch and can be re-derived later without keeping a copy.
+// verify:  re-derives the same content and counts the elements that differ (inputs changed by a kernel).
+// compare: one pass over an output and its reference: sum of squared differences, sum of squared
+//          reference values, largest difference, largest reference value, non-finite and unwritten counts.
+// poison:  fills an output with the bf16 NaN pattern every launch starts from.
+// delay:   keeps the GPU busy for a while so the host can queue a timed sample ahead of it.
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define DIST_UNIFORM 0  // uniform in [-1, 1)
+#define DIST_NORMAL 1   // standard normal
+#define DIST_WIDE 2     // sign * 2^e * (1 + m), e uniform in [-WIDE_EXP, WIDE_EXP]
+#define DIST_OFFSET 3   // OFFSET + uniform [-1, 1); B's sign flips halfway along K: partial sums swell, then cancel
+#define WIDE_EXP 8
+#define OFFSET 4.0f
+#define POISON 0xFFFFu
+
+__device__ __forceinline__ u64 mix64(u64 z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ u16 to_bf16(float x) {
+  u32 u = __float_as_uint(x);
+  return (u16)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ float from_bf16(u16 b) { return __uint_as_float(((u32)b) << 16); }
+
+// Element `i` of a matrix with `cols` columns; `flip` is 1 for the operand whose sign flips along K.
+__device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int flip) {
+  u64 h = mix64(seed ^ mix64(i));
+  float u1 = (float)(h >> 40) * (1.0f / 16777216.0f);              // [0, 1), 24 bits
+  float u2 = (float)((h >> 16) & 0xFFFFFFull) * (1.0f / 16777216.0f);
+  float x;
+  if (dist == DIST_NORMAL) {
+    x = sqrtf(-2.0f * logf(u1 + 2.98e-8f)) * __cosf(6.2831853f * u2);
+  } else if (dist == DIST_WIDE) {
+    int e = (int)(u2 * (2 * WIDE_EXP + 1)) - WIDE_EXP;
+    x = ldexpf(1.0f + u1, e) * ((h & 1ull) ? -1.0f : 1.0f);
+  } else if (dist == DIST_OFFSET) {
+    x = OFFSET + (2.0f * u1 - 1.0f);
+    if (flip && (i % cols) >= cols / 2) x = -x;
+  } else {
+    x = 2.0f * u1 - 1.0f;
+  }
+  u16 b = to_bf16(x);
+  return (b & 0x7FFFu) ? b : (u16)0x3380u;  // never zero: 2^-24
+}
+
+extern "C" __global__ void fill(u16* __restrict__ out, u64 n, u64 seed, int dist, u64 cols, int flip) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    out[i] = draw(seed, i, dist, cols, flip);
+}
+
+extern "C" __global__ void verify(const u16* __restrict__ in, u64 n, u64 seed, int dist, u64 cols, int flip,
+                                  u64* __restrict__ mismatches) {
+  u64 bad = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    bad += in[i] != draw(seed, i, dist, cols, flip);
+  for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xFFFFFFFFu, bad, o);
+  if ((threadIdx.x & 31) == 0 && bad) atomicAdd(mismatches, bad);
+}
+
+extern "C" __global__ void poison(u32* __restrict__ out, u64 n_pairs) {
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n_pairs; i += (u64)gridDim.x * blockDim.x)
+    out[i] = (POISON << 16) | POISON;
+}
+
+// stats: [0] sum (c - r)^2, [1] sum r^2 (doubles); [2] max |c - r|, [3] max |r| (float bits);
+//        [4] non-finite outputs, [5] outputs still holding the poison (integers).
+extern "C" __global__ void compare(const u16* __restrict__ c, const u16* __restrict__ r, u64 n, u64* stats) {
+  double d2 = 0.0, r2 = 0.0;
+  float dmax = 0.0f, rmax = 0.0f;
+  u64 nonfinite = 0, unwritten = 0;
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+    u16 cb = c[i];
+    float cv = from_bf16(cb), rv = from_bf16(r[i]);
+    if (!isfinite(cv)) {
+      nonfinite += 1;
+      unwritten += cb == POISON;
+      r2 += (double)rv * rv;
+      rmax = fmaxf(rmax, fabsf(rv));
+      continue;
+    }
+    double d = (double)cv - (double)rv;
+    d2 += d * d;
+    r2 += (double)rv * rv;
+    dmax = fmaxf(dmax, (float)fabs(d));
+    rmax = fmaxf(rmax, fabsf(rv));
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    d2 += __shfl_down_sync(0xFFFFFFFFu, d2, o);
+    r2 += __shfl_down_sync(0xFFFFFFFFu, r2, o);
+    dmax = fmaxf(dmax, __shfl_down_sync(0xFFFFFFFFu, dmax, o));
+    rmax = fmaxf(rmax, __shfl_down_sync(0xFFFFFFFFu, rmax, o));
+    nonfinite += __shfl_down_sync(0xFFFFFFFFu, nonfinite, o);
+    unwritten += __shfl_down_sync(0xFFFFFFFFu, unwritten, o);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd((double*)&stats[0], d2);
+    atomicAdd((double*)&stats[1], r2);
+    atomicMax((u32*)&stats[2], __float_as_uint(dmax));
+    atomicMax((u32*)&stats[3], __float_as_uint(rmax));
+    if (nonfinite) atomicAdd(&stats[4], nonfinite);
+    if (unwritten) atomicAdd(&stats[5], unwritten);
+  }
+}
+
+extern "C" __global__ void delay(u64 ns) {
+  u64 start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}

@@ -1,0 +1,99 @@
+"""On a Hopper GPU: every kernel in tests/kernels/hostile/ through the real harness, with the status it must get.
+
+Each one tries a way to look faster or correct without being so; the evidence the harness records
+must say what gave it away. Kernels that can find no way to cheat under the new timing are `ok` at
+an honest speed (a naive kernel's: far below cuBLAS).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from autodiscovery import campaign as campaigns
+from harnesses.hopper_gemm import HopperGemmHarness
+
+pytestmark = pytest.mark.gpu
+HOSTILE = Path(__file__).parent / "kernels" / "hostile"
+HONEST_NAIVE = 0.1  # × cuBLAS: a naive kernel is far below this
+
+# kernel -> (status, evidence in the log)
+EXPECTED = {
+    "wrong_layout.cu": ("incorrect", r"draw 0 \(uniform\): relative error"),
+    "writes_nothing.cu": ("incorrect", r"outputs never written"),
+    "half_the_rows.cu": ("incorrect", r"outputs never written"),
+    "scribbles_on_input.cu": ("incorrect", r"modified its inputs"),
+    "first_launch_only.cu": ("incorrect", r"draw 1 .*never written"),
+    "low_precision.cu": ("incorrect", r"relative error .* exceeds tolerance"),
+    "fp16_accumulate.cu": ("incorrect", r"draw \d \((wide|offset)\)"),
+    "fp16_chunk_accumulate.cu": ("incorrect", r"draw \d \((wide|offset)\)"),
+    "small_integers_only.cu": ("incorrect", r"relative error .* exceeds tolerance"),
+    "fixed_point.cu": ("incorrect", r"draw [1-3] \((normal|wide|offset)\): relative error"),
+    "cached_by_pointer.cu": ("incorrect", r"draw 2 .*never written"),
+    "honest_then_idle.cu": ("incorrect", r"(estimate|warmup|timed) launch \d+ .*never written"),
+    "rewrites_inputs_when_timed.cu": ("incorrect", r"modified its inputs"),  # launches close together
+    "data_race.cu": ("incorrect", r"relative error .* exceeds tolerance"),
+    "illegal_address.cu": ("crashed", r"the GPU reported CUDA_ERROR_ILLEGAL_ADDRESS"),
+    "hangs.cu": ("timeout", r"killed after"),
+    "spins_on_flag.cu": ("timeout", r"killed after"),
+    "child_grid.cu": ("compile_error", r"separate compilation"),
+    "too_much_smem.cu": ("rejected", r"smem 240000 bytes exceeds"),
+    "too_many_threads.cu": ("rejected", r"1 to 1024 threads"),
+    "grid_too_large.cu": ("rejected", r"grid .* out of range"),
+    "too_many_registers.cu": ("rejected", r"launch refused: block of 1024 threads, but this kernel \(\d+ registers"),
+    "cluster_too_large.cu": ("rejected", r"cluster \(32, 1, 1\) must hold 1 to 16 blocks"),
+    # No way left to cheat: each computes honestly, at a naive kernel's speed.
+    "result_cache.cu": ("ok", None),
+    "computes_only_when_poisoned.cu": ("ok", None),
+}
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    c = campaigns.load("hopper-gemm", ["problem.M=512", "problem.N=512", "problem.K=512",
+                                       "harness.timeout_s=20", "harness.repetitions=10",
+                                       f"harness.cache_dir={tmp_path_factory.mktemp('cache')}"])
+    h = HopperGemmHarness(c)
+    h.preflight()
+    return h
+
+
+def outcome(h, source):
+    from autodiscovery.outcome import Outcome
+    from harnesses.hopper_gemm.manifest import ManifestError
+
+    try:
+        h.check(source)
+    except ManifestError as exc:
+        return Outcome("rejected", log=str(exc))
+    build = h.build(source)
+    if not build.ok:
+        return Outcome("compile_error", log=build.log)
+    return h.evaluate(source, build)
+
+
+def test_every_hostile_kernel_has_an_expectation():
+    assert sorted(p.name for p in HOSTILE.glob("*.cu")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("kernel", sorted(EXPECTED))
+def test_hostile_kernel_gets_its_status(harness, kernel):
+    status, evidence = EXPECTED[kernel]
+    out = outcome(harness, (HOSTILE / kernel).read_text())
+    assert out.status == status, f"{kernel}: {out.status}: {out.log[:2000]}"
+    if evidence:
+        assert re.search(evidence, out.log), out.log[:2000]
+    if status == "ok":
+        assert out.score < HONEST_NAIVE, f"{kernel} gained from its trick: {out.score:.3f}× cuBLAS"
+        assert sum(out.metrics["checked_launches"].values()) > out.metrics["pairs"]
+
+
+def test_the_next_candidate_evaluates_normally(harness):
+    """After the hang, the crash and the refusals, a fresh evaluation of the seed is ok."""
+    for kernel in ("illegal_address.cu",):
+        outcome(harness, (HOSTILE / kernel).read_text())
+    seed = campaigns.load("hopper-gemm").seed_path().read_text()
+    out = outcome(harness, seed)
+    assert out.status == "ok", out.log
