@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from functools import wraps
 from pathlib import Path
@@ -15,6 +16,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from autodiscovery import AutoDiscoveryError, campaign as campaigns, display, report, runner
+from autodiscovery.loop import Stop
 from autodiscovery.store import Store
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -78,6 +80,8 @@ def run(
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
     dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
+    allow_new_toolchain: Annotated[bool, typer.Option(
+        help="With --resume: go on although nvcc, the driver or cuBLAS changed (the run records it).")] = False,
 
     db: DbOption = None,
 ) -> None:
@@ -94,16 +98,36 @@ def run(
         campaigns.load(campaign, overrides)
     db = store(db)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    stop, started = Stop(), []
+
+    def on_interrupt(signum, frame):  # the first Ctrl-C asks for a safe stop, the second stops at once
+        if stop.requested:
+            raise KeyboardInterrupt
+        stop.request()
+        err.print("stopping after the current candidate (Ctrl-C again to stop at once)", soft_wrap=True)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         if resume is None:
-            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run)
+            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append)
         else:
-            run_id = runner.resume(resume, overrides, db, view)
+            run_id = runner.resume(resume, overrides, db, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
+                                   started=started.append)
     except KeyboardInterrupt:
-        err.print("interrupted: everything so far is saved; continue with "
-                  "`autodiscovery run --resume <id>` (see `autodiscovery runs`)", soft_wrap=True)
+        where = f"autodiscovery run --resume {started[0]}" if started else "autodiscovery run --resume <id>"
+        err.print(f"interrupted: everything so far is saved; continue with `{where}`", soft_wrap=True)
         raise typer.Exit(130) from None
+    except AutoDiscoveryError as exc:
+        if started:
+            raise AutoDiscoveryError(f"{exc}; run {started[0]} is saved: continue with "
+                                     f"`autodiscovery run --resume {started[0]}`") from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     summary = next(r for r in report.runs(db) if r["id"] == run_id)
+    if stop.requested:
+        say(f"run {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
+        raise typer.Exit(130)
     if dry_run:
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
                       f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")

@@ -43,7 +43,8 @@ def runs(store: Store) -> list[dict]:
             out.append({
                 "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
                 "stop_reason": run.stop_reason,
-                "candidates": sum(c.status not in ("proposed", "rejected") for c in run.candidates),
+                "candidates": sum(c.status != "proposed" for c in run.candidates),
+                "rejected": sum(c.status == "rejected" for c in run.candidates),
                 "best_seq": run.best.seq if run.best else None,
                 "best_tflops": best.get("tflops"), "best_x_cublas": best.get("x_cublas"), "best_cycles": cycles,
                 "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),

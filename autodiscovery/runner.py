@@ -7,8 +7,15 @@ import os
 import harnesses
 from autodiscovery import AutoDiscoveryError, agents
 from autodiscovery.campaign import Campaign, apply_override, load, validate
-from autodiscovery.loop import Display, Loop, Quiet
+from autodiscovery.loop import Display, Loop, Quiet, Stop
 from autodiscovery.store import Run, Store
+from autodiscovery.store.models import utcnow
+
+# What a resumed run may change: how long it goes on, who proposes, how patient it is. Everything else
+# (the problem, the gate, the timing, the compiler and its flags) is what its measurements mean.
+MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "harness.timeout_s", "harness.build_workers",
+                        "harness.parallel", "harness.cache_dir", "harness.work_dir")
+TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulator")
 
 
 def prepare(campaign: Campaign, harness=None):
@@ -22,7 +29,7 @@ def workers(campaign: Campaign) -> int:
 
 
 def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
-          dry_run: bool = False) -> int:
+          dry_run: bool = False, stop: Stop | None = None, started=None) -> int:
     campaign = load(name_or_path, overrides)  # validated before anything else happens
     harness, agent = prepare(campaign, harness)
     seed = agent.seed_proposal().source if hasattr(agent, "seed_proposal") else campaign.seed_path().read_text()
@@ -30,19 +37,38 @@ def start(name_or_path: str, overrides: list[str], store: Store, display: Displa
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     if hasattr(agent, "preflight"):
         agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run)
+    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run, stop=stop or Stop(),
+                started=started)
     return loop.start(fingerprint)
 
 
-def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness=None) -> int:
+def _flat(data: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and v:
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
+           allow_new_toolchain: bool = False, stop: Stop | None = None, started=None) -> int:
     with store.session() as s:
         run = Run.find(s, run_id)
         if run is None:
             raise AutoDiscoveryError(f"no run {run_id} in this database")
         config, recorded = dict(run.config), dict(run.fingerprint)
+    before = _flat(validate(config, f"run {run_id} config").model_dump(mode="json"))
     for assignment in overrides:
         apply_override(config, assignment)
     campaign = validate(config, f"run {run_id} config")
+    after = _flat(campaign.model_dump(mode="json"))
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key) and not key.startswith(MAY_CHANGE_ON_RESUME):
+            raise AutoDiscoveryError(
+                f"run {run_id} was measured with {key} = {before.get(key)!r}; a resumed run keeps what its "
+                f"measurements mean (start a new run for {key} = {after.get(key)!r})")
     harness, agent = prepare(campaign, harness)
     dry_run = bool(recorded.get("dry_run"))
     fingerprint = harness.preflight(need_gpu=not dry_run)
@@ -53,9 +79,22 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
             f"run {run_id} was measured on {recorded['gpu']}, this machine has {fingerprint.get('gpu')}: "
             "start a new run instead of mixing devices"
         )
+    changed = {k: (recorded[k], fingerprint.get(k)) for k in TOOLCHAIN
+               if k in recorded and recorded[k] != fingerprint.get(k)}
+    if changed and not allow_new_toolchain:
+        what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items())
+        raise AutoDiscoveryError(f"run {run_id} was measured with another toolchain ({what}); resume with "
+                                 "--allow-new-toolchain to go on anyway (the run records the change)")
+    if hasattr(harness, "adopt") and recorded.get("sms"):
+        harness.adopt(recorded)  # the baseline chosen when the run started stays the baseline
     with store.session() as s:
-        Run.find(s, run_id).config = campaign.model_dump(mode="json")
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run)
+        run = Run.find(s, run_id)
+        run.config = campaign.model_dump(mode="json")
+        if changed:
+            run.fingerprint = recorded | {"toolchain_changes": [*recorded.get("toolchain_changes", []), {
+                "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
+    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run, stop=stop or Stop(),
+                started=started)
     return loop.drive(run_id)
 
 

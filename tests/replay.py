@@ -36,6 +36,12 @@ class ReplayHarness:
     """Raise KeyboardInterrupt at this many evaluate() calls (to test resume)."""
     evaluated: list[str] = field(default_factory=list)
     head_to_heads: list[tuple[str, str]] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)
+    delay_s: float = 0.0
+    """Each evaluation takes this long (to be killed in the middle of one)."""
+    hooks: dict = field(default_factory=dict)
+    """step name (build, evaluate, head_to_head) -> called with the step's count before the step runs."""
+    fingerprint: dict = field(default_factory=lambda: {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "replay"})
     name: str = "replay"
 
     def __post_init__(self) -> None:
@@ -50,10 +56,14 @@ class ReplayHarness:
         return self.by_hash.get(hashlib.sha256(source.encode()).hexdigest(), (None, {}))
 
     def preflight(self, need_gpu: bool = True) -> dict:
-        return {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "replay"}
+        return dict(self.fingerprint)
 
     def check(self, source: str):
         return resolve(parse(source), 4096, 4096, 4096)
+
+    def _step(self, name: str, count: int) -> None:
+        if name in self.hooks:
+            self.hooks[name](count)
 
     def recorded(self, source: str) -> dict:
         fam, knobs = self.identify(source)
@@ -65,6 +75,8 @@ class ReplayHarness:
         return rec
 
     def build(self, source: str) -> BuildReport:
+        self._step("build", len(self.built))
+        self.built.append(hashlib.sha256(source.encode()).hexdigest())
         rec = self.recorded(source)
         ok = rec["status"] != "compile_error"
         return BuildReport(ok=ok, cache_key=hashlib.sha256(source.encode()).hexdigest(), cubin="replayed" if ok else None,
@@ -74,11 +86,17 @@ class ReplayHarness:
     def evaluate(self, source: str, build: BuildReport) -> Outcome:
         if self.interrupt_after is not None and len(self.evaluated) >= self.interrupt_after:
             raise KeyboardInterrupt
+        self._step("evaluate", len(self.evaluated))
+        if self.delay_s:
+            import time
+
+            time.sleep(self.delay_s)
         self.evaluated.append(hashlib.sha256(source.encode()).hexdigest())
         rec = self.recorded(source)
         return Outcome(rec["status"], dict(rec.get("metrics", {})), rec.get("log", ""), 0.01, "Replayed NVIDIA H100")
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
+        self._step("head_to_head", len(self.head_to_heads))
         a = self.recorded(challenger[0]).get("metrics", {}).get("ratio", {}).get("median")
         b = self.recorded(incumbent[0]).get("metrics", {}).get("ratio", {}).get("median")
         self.head_to_heads.append((challenger[1].cache_key, incumbent[1].cache_key))

@@ -105,7 +105,7 @@ def test_scripted_session_edits_reflects_retries_and_repairs(tmp_path):
 def test_no_usable_edit_is_never_skipped_silently(tmp_path):
     db = tmp_path / "bad.db"
     with ScriptedServer([say("Let us think about it.")] * 6) as server:
-        res = run(server, db, "--set", "budget.candidates=2", "--set", "agent.llm.reflections=1",
+        res = run(server, db, "--set", "budget.candidates=5", "--set", "agent.search.batch=1", "--set", "agent.llm.reflections=1",
                   "--set", f"harness.cache_dir={tmp_path / 'cache'}")
     assert res.exit_code == 0, res.output
     shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)

@@ -32,7 +32,7 @@ def test_climbs_the_ladder_and_keeps_only_improvements(campaign, store):
     run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
     cands = candidates(store, run_id)
     evaluated = [c for c in cands if c.status not in ("rejected", "proposed")]
-    assert len(evaluated) == 10  # the candidate budget, rejected configurations not counted
+    assert sum(c.status != "proposed" for c in cands) == 10  # the candidate budget: every proposal counts
     assert cands[0].proposer == "seed" and cands[0].status == "kept"
     chain = report.lineage(store, run_id)
     assert chain[0]["seq"] == 0
@@ -124,7 +124,7 @@ def test_resume_continues_with_nothing_lost_and_nothing_evaluated_twice(campaign
     assert [c.id for c in after[: len(before)]] == [c.id for c in before]  # nothing lost
     assert not done_before & set(harness2.evaluated)  # nothing evaluated twice
     assert len(harness.evaluated) + len(harness2.evaluated) == len(set(harness.evaluated + harness2.evaluated))
-    assert sum(c.status not in ("proposed", "rejected") for c in after) == 10
+    assert sum(c.status != "proposed" for c in after) == 10
     with store.session() as s:
         assert s.get(Run, run_id).status == "finished"
 
@@ -172,7 +172,10 @@ def test_replaying_a_real_h200_run_takes_the_same_walk(store):
     loop, harness = make_loop(campaign, store, recordings=recordings)
     run_id = loop.start(device)
     walked = [(c.family, c.knobs) for c in candidates(store, run_id) if c.status != "rejected"]
-    assert [(r["family"], r["knobs"]) for r in recordings.values()] == walked  # every step was recorded
+    recorded = [(r["family"], r["knobs"]) for r in recordings.values()]
+    # The structural climb is the recorded one; the knob moves differ since the agent no longer spends
+    # budget on configurations its constraints refuse (every proposal now counts).
+    assert walked[:5] == recorded[:5]
     chain = report.lineage(store, run_id)
-    assert [r["family"] for r in chain] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws"]
-    assert chain[-1]["x_cublas"] == pytest.approx(0.8842, abs=1e-3)
+    assert [r["family"] for r in chain][:5] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws"]
+    assert chain[4]["x_cublas"] == pytest.approx(0.8842, abs=1e-3)

@@ -25,7 +25,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 MAX_ASKS = 60  # TPE draws per move before a family counts as exhausted
-MAX_REJECTED = 2  # constraint rejections recorded per call; further invalid draws are skipped unrecorded
+MAX_REJECTED = 0  # constraint rejections recorded per call (each would take budget); invalid draws are skipped
 
 
 def canon(knobs: dict[str, Any]) -> str:

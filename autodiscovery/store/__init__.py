@@ -18,6 +18,7 @@ from autodiscovery.store.models import (
 )
 
 DEFAULT_DB = ROOT / "runs" / "autodiscovery.db"
+BUSY_TIMEOUT_S = 10
 
 __all__ = [
     "Base", "Build", "Candidate", "CandidateStatus", "Decision", "Evaluation", "EvalStatus", "LlmCall",
@@ -29,11 +30,23 @@ class StoreError(AutoDiscoveryError):
     pass
 
 
+def why(exc: OperationalError) -> str:
+    """A database error in words a user can act on."""
+    text = str(exc.orig)
+    if "locked" in text:
+        return f"{text} (another process held the write lock for more than {BUSY_TIMEOUT_S} s)"
+    if "readonly" in text or "read-only" in text:
+        return f"{text} (the file or its folder is not writable)"
+    if "full" in text:
+        return f"{text} (no space left where it is)"
+    return text
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     cur.close()
 
 
@@ -49,10 +62,9 @@ class Store:
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
-            with self.engine.begin() as conn:
-                migrate(conn)
+            migrate(self.engine)
         except OperationalError as exc:
-            raise StoreError(f"cannot open database {self.url}: {exc.orig}") from None
+            raise StoreError(f"cannot open database {self.url}: {why(exc)}") from None
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
 
     @staticmethod
@@ -76,6 +88,10 @@ class Store:
         try:
             yield session
             session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            raise StoreError(f"cannot write database {self.url}: {why(exc)}; what was recorded before is kept, "
+                             "and an interrupted run can be resumed") from None
         except BaseException:
             session.rollback()
             raise

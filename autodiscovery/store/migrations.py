@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Connection, DateTime, Float, ForeignKey, Integer, MetaData, String, Table,
-    Text, func, inspect, select,
+    JSON, Boolean, Column, Connection, DateTime, Engine, Float, ForeignKey, Integer, MetaData, String, Table,
+    Text, func, inspect, select, text,
 )
 
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = []
@@ -38,16 +38,33 @@ def applied(conn: Connection) -> list[str]:
     return list(conn.scalars(select(_ledger(conn).c.name)))
 
 
-def migrate(conn: Connection) -> list[str]:
-    """Apply pending migrations; return the names applied now."""
-    ledger = _ledger(conn)
-    done = set(conn.scalars(select(ledger.c.name)))
-    now = []
-    for name, fn in MIGRATIONS:
-        if name not in done:
-            fn(conn)
-            conn.execute(ledger.insert().values(name=name))
-            now.append(name)
+def pending(conn: Connection) -> list[str]:
+    done = set(applied(conn))
+    return [name for name, _ in MIGRATIONS if name not in done]
+
+
+def migrate(engine: Engine) -> list[str]:
+    """Apply pending migrations, all in one transaction that holds the database's write lock, so two
+    processes opening a new database at once apply each migration once; return the names applied now."""
+    with engine.connect() as conn:
+        todo = pending(conn)
+        conn.rollback()
+    if not todo:
+        return []  # nothing to write: a read-only database opens too
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # pysqlite would otherwise run DDL outside a transaction
+        elif engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(7207320)"))
+        ledger = _ledger(conn)
+        done = set(conn.scalars(select(ledger.c.name)))
+        now = []
+        for name, fn in MIGRATIONS:
+            if name not in done:
+                fn(conn)
+                conn.execute(ledger.insert().values(name=name))
+                now.append(name)
+        conn.commit()
     return now
 
 
@@ -147,3 +164,20 @@ def m002_llm_calls(conn: Connection) -> None:
         Column("created_at", DateTime, nullable=False),
     )
     meta.create_all(conn)
+
+
+@migration
+def m003_run_lease_and_unique_seq(conn: Connection) -> None:
+    """The lease that keeps two drivers of one run apart, and one candidate per (run, seq)."""
+    columns = {c["name"] for c in inspect(conn).get_columns("runs")}
+    if "owner" not in columns:
+        conn.execute(text("ALTER TABLE runs ADD COLUMN owner VARCHAR(300)"))
+    if "heartbeat_at" not in columns:
+        conn.execute(text("ALTER TABLE runs ADD COLUMN heartbeat_at TIMESTAMP"))
+    # Two resumes of one run at once could write the same seq twice: number such runs again by id.
+    dup_runs = set(conn.scalars(text("SELECT run_id FROM candidates GROUP BY run_id, seq HAVING COUNT(*) > 1")))
+    for run_id in sorted(dup_runs):
+        ids = conn.scalars(text("SELECT id FROM candidates WHERE run_id = :r ORDER BY id"), {"r": run_id}).all()
+        for seq, cid in enumerate(ids):
+            conn.execute(text("UPDATE candidates SET seq = :s WHERE id = :i"), {"s": seq, "i": cid})
+    conn.execute(text("CREATE UNIQUE INDEX uq_candidates_run_seq ON candidates (run_id, seq)"))

@@ -42,6 +42,8 @@ class CandidateStatus(str, enum.Enum):
 
 
 class EvalStatus(str, enum.Enum):
+    running = "running"  # begun, not finished: a run that stops here redoes it on resume
+    interrupted = "interrupted"  # cut off by the run stopping; done again
     ok = "ok"
     compile_error = "compile_error"
     incorrect = "incorrect"
@@ -64,6 +66,9 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     elapsed_s: Mapped[float] = mapped_column(Float, default=0.0)
+    owner: Mapped[str | None] = mapped_column(String(300), default=None)
+    """The process driving the run (host:pid:start), or None: the lease that keeps two drivers apart."""
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, default=None)
 
     candidates: Mapped[list[Candidate]] = relationship(
         back_populates="run", foreign_keys="Candidate.run_id", order_by="Candidate.seq"
@@ -141,8 +146,9 @@ class Candidate(Base):
 
     @property
     def measurement(self) -> Evaluation | None:
-        """The candidate's own gate-and-benchmark evaluation."""
-        return next((e for e in self.evaluations if e.kind == "benchmark"), None)
+        """The candidate's own gate-and-benchmark evaluation (a finished one)."""
+        return next((e for e in self.evaluations if e.kind == "benchmark"
+                     and e.status not in ("running", "interrupted")), None)
 
 
 class Evaluation(Base):

@@ -22,6 +22,7 @@ from pathlib import Path
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.outcome import Outcome
+from autodiscovery.proc import tethered
 from harnesses.accelsim import simlog, tools
 from harnesses.accelsim.arch import Architecture, ArchError, option_values, render_config, split
 from harnesses.hopper_gemm.build import BuildReport, parse_ptxas
@@ -160,7 +161,8 @@ class AccelsimHarness:
 
     def _run(self, cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str]:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", start_new_session=True)
+                                text=True, errors="replace", start_new_session=True,
+                                preexec_fn=tethered(self.s.timeout_s + 60))
         try:
             out, _ = proc.communicate(timeout=self.s.timeout_s)
             return proc.returncode, out

@@ -19,6 +19,7 @@ from pathlib import Path
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.outcome import Outcome
+from autodiscovery.proc import tethered
 from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError, nvcc_version
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 
@@ -145,15 +146,11 @@ class HopperGemmHarness:
         with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
-            env = os.environ | {
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                "AUTODISCOVERY_PARENT": str(os.getpid()),
-                "AUTODISCOVERY_DEADLINE_S": str(timeout_s + 30),  # the child's own limit, should we die first
-            }
+            env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
             proc = subprocess.Popen(
                 [sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=tethered(timeout_s + 30),
             )
             try:
                 output, _ = proc.communicate(timeout=timeout_s)

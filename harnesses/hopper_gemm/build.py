@@ -138,8 +138,11 @@ class Builder:
         try:
             proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=self.timeout_s)
             log, ok = proc.stdout + proc.stderr, proc.returncode == 0
-        except subprocess.TimeoutExpired:
-            log, ok = f"nvcc did not finish within {self.timeout_s:.0f} s", False
+        except subprocess.TimeoutExpired:  # says nothing about the source (a loaded machine): never cached
+            shutil.rmtree(tmp, ignore_errors=True)
+            return BuildReport(ok=False, cache_key=key, compiler=self.compiler, flags=self.all_flags(),
+                               log=f"nvcc did not finish within {self.timeout_s:.0f} s",
+                               seconds=round(time.perf_counter() - start, 3))
         report = BuildReport(ok=ok, cache_key=key, compiler=self.compiler, flags=self.all_flags(),
                              log=log.strip(), seconds=round(time.perf_counter() - start, 3))
         if ok:

@@ -6,11 +6,8 @@ kills it after the campaign's timeout; a crash leaves no result and the parent r
 
 from __future__ import annotations
 
-import ctypes
 import json
-import math
 import os
-import signal
 import sys
 import time
 import traceback
@@ -167,22 +164,7 @@ def sticky_error() -> str:
     return ""
 
 
-def tether() -> None:
-    """Die with the parent (even after kill -9) and by a deadline of our own."""
-    parent = int(os.environ.get("AUTODISCOVERY_PARENT", "0"))
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if parent and os.getppid() != parent:  # the parent died before we could tie ourselves to it
-        os._exit(3)
-    deadline = float(os.environ.get("AUTODISCOVERY_DEADLINE_S", "0"))
-    if deadline > 0:
-        signal.alarm(max(1, math.ceil(deadline)))  # SIGALRM's default action ends the process, GIL or not
-
-
 def main() -> int:
-    tether()
     job_path, result_path = sys.argv[1], sys.argv[2]
     job = json.loads(open(job_path).read())
     try:
