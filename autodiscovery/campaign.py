@@ -49,9 +49,9 @@ class HarnessSettings(Strict):
     """Which harness in harnesses/ evaluates the candidates."""
     tolerance: float = Field(1e-2, gt=0, le=0.1)
     """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ the gate accepts."""
-    gate_draws: int = Field(4, ge=4, le=32)
-    """Launches the gate checks before timing, each on fresh inputs, cycling through the distributions
-    (uniform, normal, wide dynamic range, large offsets that cancel)."""
+    gate_draws: int = Field(5, ge=5, le=40)
+    """Launches the gate checks before timing, each on fresh inputs, cycling through the distributions:
+    uniform, normal, a wide dynamic range, and two of large offsets that cancel (in blocks, in halves)."""
     baseline: Literal["gemmex", "best_lt"] = "gemmex"
     """The cuBLAS the candidates are timed against: cublasGemmEx's default algorithm, or the fastest of
     cuBLASLt's top heuristic algorithms for the shape (32 MiB workspace), chosen once per shape."""

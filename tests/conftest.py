@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -35,6 +36,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory) -> Path:
+    """Where GPU tests keep cubins: $AUTODISCOVERY_TEST_CACHE (builds made ahead, elsewhere) or a fresh folder.
+    Builds are keyed by source, compiler, flags and target, so a shared cache never serves a wrong cubin."""
+    shared = os.environ.get("AUTODISCOVERY_TEST_CACHE")
+    return Path(shared) if shared else tmp_path_factory.mktemp("cubins")
 
 
 @pytest.fixture

@@ -27,10 +27,10 @@ EXPECTED = {
     "scribbles_on_input.cu": ("incorrect", r"modified its inputs"),
     "first_launch_only.cu": ("incorrect", r"draw 1 .*never written"),
     "low_precision.cu": ("incorrect", r"relative error .* exceeds tolerance"),
-    "fp16_accumulate.cu": ("incorrect", r"draw \d \((wide|offset)\)"),
-    "fp16_chunk_accumulate.cu": ("incorrect", r"draw \d \((wide|offset)\)"),
+    "fp16_accumulate.cu": ("incorrect", r"draw \d \((wide|blocks|halves)\)"),
+    "fp16_chunk_accumulate.cu": ("incorrect", r"draw \d \((wide|blocks|halves)\)"),
     "small_integers_only.cu": ("incorrect", r"relative error .* exceeds tolerance"),
-    "fixed_point.cu": ("incorrect", r"draw [1-3] \((normal|wide|offset)\): relative error"),
+    "fixed_point.cu": ("incorrect", r"draw [1-4] \((normal|wide|blocks|halves)\): relative error"),
     "cached_by_pointer.cu": ("incorrect", r"draw 2 .*never written"),
     "honest_then_idle.cu": ("incorrect", r"(estimate|warmup|timed) launch \d+ .*never written"),
     "rewrites_inputs_when_timed.cu": ("incorrect", r"modified its inputs"),  # launches close together
@@ -51,10 +51,10 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory):
+def harness(build_cache):
     c = campaigns.load("hopper-gemm", ["problem.M=512", "problem.N=512", "problem.K=512",
                                        "harness.timeout_s=20", "harness.repetitions=10",
-                                       f"harness.cache_dir={tmp_path_factory.mktemp('cache')}"])
+                                       f"harness.cache_dir={build_cache}"])
     h = HopperGemmHarness(c)
     h.preflight()
     return h

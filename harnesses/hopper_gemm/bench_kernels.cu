@@ -14,10 +14,13 @@ typedef unsigned long long u64;
 
 #define DIST_UNIFORM 0  // uniform in [-1, 1)
 #define DIST_NORMAL 1   // standard normal
-#define DIST_WIDE 2     // sign * 2^e * (1 + m), e uniform in [-WIDE_EXP, WIDE_EXP]
-#define DIST_OFFSET 3   // OFFSET + uniform [-1, 1); B's sign flips halfway along K: partial sums swell, then cancel
+#define DIST_WIDE 2     // sign * 2^e * (1 + m), e uniform in [-WIDE_EXP, WIDE_EXP]: fp16 sums overflow
+#define DIST_BLOCKS 3   // 15 + j/4 (j in -4..4); B's sign flips every 256 along K: sums swell to ~6e4, cancel
+#define DIST_HALVES 4   // 8 + j/4; B's sign flips halfway along K: sums swell to ~32 K, then cancel
+// In BLOCKS and HALVES every product is a multiple of 1/16 and every partial sum stays under 2^20, so
+// fp32 accumulation is exact in any order (split-K, trees, tensor cores' truncation): an honest kernel
+// matches cuBLAS to the bit, while fp16 or bf16 sums, or bf16 partials of a split K, lose the result.
 #define WIDE_EXP 8
-#define OFFSET 4.0f
 #define POISON 0xFFFFu
 
 __device__ __forceinline__ u64 mix64(u64 z) {
@@ -34,20 +37,32 @@ __device__ __forceinline__ u16 to_bf16(float x) {
 
 __device__ __forceinline__ float from_bf16(u16 b) { return __uint_as_float(((u32)b) << 16); }
 
-// Element `i` of a matrix with `cols` columns; `flip` is 1 for the operand whose sign flips along K.
+// Element `i` of a matrix with `cols` columns (K); `flip` is 1 for B, whose signs alternate along K.
 __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int flip) {
   u64 h = mix64(seed ^ mix64(i));
   float u1 = (float)(h >> 40) * (1.0f / 16777216.0f);              // [0, 1), 24 bits
   float u2 = (float)((h >> 16) & 0xFFFFFFull) * (1.0f / 16777216.0f);
+  float j = floorf(u1 * 9.0f) - 4.0f;                               // -4..4
+  u64 k = i % cols;
   float x;
   if (dist == DIST_NORMAL) {
     x = sqrtf(-2.0f * logf(u1 + 2.98e-8f)) * __cosf(6.2831853f * u2);
   } else if (dist == DIST_WIDE) {
     int e = (int)(u2 * (2 * WIDE_EXP + 1)) - WIDE_EXP;
     x = ldexpf(1.0f + u1, e) * ((h & 1ull) ? -1.0f : 1.0f);
-  } else if (dist == DIST_OFFSET) {
-    x = OFFSET + (2.0f * u1 - 1.0f);
-    if (flip && (i % cols) >= cols / 2) x = -x;
+  } else if (dist == DIST_BLOCKS) {
+    x = 15.0f + 0.25f * j;
+    if (flip) {
+      if (k >= cols / 512 * 512) {  // a tail shorter than a +/- pair of blocks: small values, never zero
+        float m = floorf(u1 * 8.0f);
+        x = 0.25f * (fmodf(m, 4.0f) + 1.0f) * (m < 4.0f ? 1.0f : -1.0f);
+      } else if ((k / 256) & 1) {
+        x = -x;
+      }
+    }
+  } else if (dist == DIST_HALVES) {
+    x = 8.0f + 0.25f * j;
+    if (flip && k >= cols / 2) x = -x;
   } else {
     x = 2.0f * u1 - 1.0f;
   }

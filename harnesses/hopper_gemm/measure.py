@@ -25,7 +25,7 @@ import numpy as np
 
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Helpers, Kernel
 
-DISTRIBUTIONS = ("uniform", "normal", "wide", "offset")
+DISTRIBUTIONS = ("uniform", "normal", "wide", "blocks", "halves")  # see bench_kernels.cu
 SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
