@@ -129,6 +129,9 @@ class Builder:
             report = BuildReport(**json.loads(report_file.read_text()))
             report.cached = True
             report.cubin = str(folder / "kernel.cubin") if report.ok else None
+            if report.ok and report.has_hgmma is None and cuobjdump(self.nvcc):  # built where cuobjdump was missing
+                report.has_hgmma = self._has_hgmma(folder / "kernel.cubin")
+                report_file.write_text(json.dumps(report.facts() | {"cubin": None}, indent=1))
             return report
         tmp = folder.with_name(f"{key}.tmp{os.getpid()}.{time.monotonic_ns()}")
         tmp.mkdir(parents=True, exist_ok=True)
