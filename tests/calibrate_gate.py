@@ -69,7 +69,8 @@ def main() -> int:
                 print(f"{M}x{N}x{K}: calibration failed: {out.status}: {out.log[:500]}", file=sys.stderr)
                 return 1
             errors |= out.metrics["errors"]
-        everything["shapes"][f"{M}x{N}x{K}"] = errors
+            tol = out.metrics["tolerance"]
+        everything["shapes"][f"{M}x{N}x{K}"] = errors | {"tolerance": tol}
 
         def worst(names, dist, pick):
             vals = [r["rel_err"] if not r["nonfinite"] else float("inf")
@@ -81,10 +82,10 @@ def main() -> int:
             hn = max((n for n in honest if "skipped" not in errors[n]),
                      key=lambda n: max(r["rel_err"] for r in errors[n][dist]))
             lb = worst(low, dist, min)
-            rows.append((f"{M}x{N}x{K}", dist, hw, hn, lb))
-    print(f"{'shape':<16} {'inputs':<8} {'worst honest':>13} {'(kernel)':<12} {'best low-precision':>19}")
-    for shape, dist, hw, hn, lb in rows:
-        print(f"{shape:<16} {dist:<8} {hw:>13.3g} {hn:<12} {lb:>19.3g}")
+            rows.append((f"{M}x{N}x{K}", dist, hw, hn, tol, lb))
+    print(f"{'shape':<16} {'inputs':<8} {'worst honest':>13} {'(kernel)':<12} {'tolerance':>10} {'best low-precision':>19}")
+    for shape, dist, hw, hn, tol, lb in rows:
+        print(f"{shape:<16} {dist:<8} {hw:>13.3g} {hn:<12} {tol:>10.3g} {lb:>19.3g}")
     if args.json:
         Path(args.json).write_text(json.dumps(everything, indent=1))
     return 0

@@ -137,7 +137,7 @@ class LlmAgent:
         p, fp = self.campaign.problem, self.fingerprint
         return {"gpu": fp.get("gpu", "NVIDIA H100/H200"), "cc": fp.get("cc", "9.0"), "sms": fp.get("sms", 132),
                 "l2_bytes": fp.get("l2_bytes", 50 * 2**20), "M": p.M, "N": p.N, "K": p.K,
-                "tolerance": self.campaign.harness.tolerance}
+                "tolerance": f"{min(self.campaign.harness.tolerance, max(2e-4, self.campaign.harness.tolerance_per_sqrt_k * p.K ** 0.5)):.2g}"}
 
     def _system(self) -> str:
         return self.env.get_template("system.j2").render(**self._facts())

@@ -67,10 +67,10 @@ def _version(v: int, cublas: bool = False) -> str:
 def benchmark(job: dict) -> dict:
     from autodiscovery.stats import summarize_ratio
     from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, PowerSampler, device_info
-    from harnesses.hopper_gemm.measure import Bench, GateFailure, elapsed, failure
+    from harnesses.hopper_gemm.measure import Bench, GateFailure, Tolerance, elapsed, failure
 
     s, (M, N, K) = job["settings"], job["shape"]
-    tol = s["tolerance"]
+    tol = Tolerance.of(s, K)
     info = device_info()
     bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"))
     t_init = time.perf_counter() - T0
@@ -117,6 +117,7 @@ def benchmark(job: dict) -> dict:
         "ms": med, "tflops": {n: flops / (ms * 1e-3) / 1e12 for n, ms in med.items()},
         "pairs": len(times), "launches_per_sample": dict(zip(order, inner)), "input_sets": max(inner),
         "power": sampler.summary(), "peak_tflops": info.peak_tflops, "baseline": s["baseline"],
+        "tolerance": {"rel": tol.rel, "max": tol.max_rel},
         "timed_gpu_s": round(float((times * np.array(inner)).sum()) / 1000, 4),
         "phases_s": {"init": round(t_init, 4), "gate": t_gate, "timing": t_time},
     }
@@ -137,7 +138,7 @@ def benchmark(job: dict) -> dict:
 def calibrate(job: dict) -> dict:
     """Errors of each kernel on every distribution, failures included (no timing)."""
     from harnesses.hopper_gemm.gpu import Kernel, device_info
-    from harnesses.hopper_gemm.measure import Bench
+    from harnesses.hopper_gemm.measure import Bench, Tolerance
 
     (M, N, K), s = job["shape"], job["settings"]
     info = device_info()
@@ -146,8 +147,9 @@ def calibrate(job: dict) -> dict:
     for name, spec in job["kernels"].items():
         k = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
         out[name] = {dist: [{key: r[key] for key in ("rel_err", "max_err", "nonfinite")} for r in rs]
-                     for dist, rs in bench.errors(k, name, job["per_dist"], s["tolerance"]).items()}
-    return {"status": "ok", "metrics": {"errors": out, "device": info.name}, "log": ""}
+                     for dist, rs in bench.errors(k, name, job["per_dist"], Tolerance.of(s, K)).items()}
+    return {"status": "ok", "metrics": {"errors": out, "device": info.name, "tolerance": Tolerance.of(s, K).rel},
+            "log": ""}
 
 
 def sticky_error() -> str:
