@@ -191,7 +191,7 @@ class AgentSettings(Strict):
 
 class Budget(Strict):
     candidates: int = Field(60, ge=1)
-    """Candidates built and evaluated (rejected configurations do not count)."""
+    """Candidates processed: every proposal counts, those refused before compiling included."""
     minutes: float = Field(120.0, gt=0)
     """Wall-clock minutes for the run."""
     tokens: int | None = Field(None, ge=1)

@@ -146,3 +146,28 @@ def test_ladder_shapes_are_checked():
     with pytest.raises(Exception, match="neither N nor MxNxK"):
         runner.parse_shape("4096x12")
     assert runner.parse_shape("1024x512x256") == (1024, 512, 256)
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monkeypatch, presses):
+    """The first Ctrl-C asks the loop to stop between two candidates; a second stops at once."""
+    import os
+    import signal
+
+    seen = {}
+
+    def start(campaign, overrides, store, view, dry_run=False, stop=None, started=None):
+        started(7)
+        for _ in range(presses):
+            os.kill(os.getpid(), signal.SIGINT)
+        seen["asked"] = stop.requested  # the loop checks this before every candidate
+        return 1
+
+    monkeypatch.setattr(runner, "start", start)
+    res = invoke("--db", db, "run", "--quiet")
+    assert res.exit_code == 130
+    if presses == 1:
+        assert seen["asked"] and "continue with `autodiscovery run --resume 1`" in res.output
+    else:
+        assert "asked" not in seen and "continue with `autodiscovery run --resume 7`" in res.output
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back

@@ -40,21 +40,6 @@ def check(result):
     return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
 
 
-def to_bf16_bits(x: cp.ndarray) -> cp.ndarray:
-    """float32 -> bf16 bit patterns (uint16), round to nearest even."""
-    u = x.view(cp.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(cp.uint16)
-
-
-def from_bf16_bits(bits: cp.ndarray) -> cp.ndarray:
-    return (bits.astype(cp.uint32) << 16).view(cp.float32)
-
-
-def random_bf16(shape: tuple[int, int], rng: cp.random.Generator) -> cp.ndarray:
-    """Uniform in [-1, 1), never zeros; stored as bf16 bits."""
-    return to_bf16_bits(rng.uniform(-1.0, 1.0, size=shape, dtype=cp.float32))
-
-
 class Cublas:
     """cuBLAS GemmEx, bf16 in and out, fp32 compute, on the given stream."""
 
