@@ -113,7 +113,8 @@ class SearchAgentSettings(Strict):
     seed: int = 0
     """Random seed of the knob optimizer."""
     knob_patience: int = Field(6, ge=1)
-    """Knob moves without a keep before the agent moves on to the next family."""
+    """Knob moves without a keep before another family worth tuning gets its turn (families take turns;
+    the run ends by the loop's stop rules, or when every valid configuration was tried)."""
     batch: int = Field(4, ge=1, le=64)
     """Candidates proposed at once, built in parallel."""
 

@@ -179,3 +179,16 @@ def test_replaying_a_real_h200_run_takes_the_same_walk(store):
     chain = report.lineage(store, run_id)
     assert [r["family"] for r in chain][:5] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws"]
     assert chain[4]["x_cublas"] == pytest.approx(0.8842, abs=1e-3)
+
+
+def test_the_search_uses_its_budget(store):
+    """With the shipped budget and no target or patience in reach, the run ends by its budget: the agent
+    does not give up while valid configurations it has not tried remain."""
+    campaign = campaigns.load("hopper-gemm", ["stop.target=50", "stop.patience=1000"])
+    loop, harness = make_loop(campaign, store)
+    run_id = loop.start({})
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run.stop_reason == f"budget spent: {campaign.budget.candidates} candidates"
+        families = {c.family for c in run.candidates}
+    assert {"wgmma_ws", "wgmma_tma"} <= families

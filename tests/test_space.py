@@ -84,7 +84,28 @@ def test_agent_climbs_then_tunes_then_moves_on():
         if p.rejected:
             assert p.source == "" and p.rejected
 
-    # Three knob moves in the top family without a keep: it is done, and nothing lower is worth
-    # tuning, so the space is exhausted.
+    # Three knob moves in the top family without a keep: nothing lower is close enough to take a turn,
+    # so the top family goes on; the search ends only when every valid configuration was tried.
     more = [rec(10 + i, top, p.knobs, 0.01) for i, p in enumerate(valid)]
-    assert agent.propose(History([seed, *tried, *more], best), 2) == []
+    again = agent.propose(History([seed, *tried, *more], best), 2)
+    assert [p.family for p in again] == [top, top]
+    fam = agent.space.families[top]
+    every = [k for k in fam.configurations() if not fam.violations(k, SHAPE)]
+    done = [rec(100 + i, top, k, 0.01) for i, k in enumerate(every) if canon(k) != canon(best.knobs)]
+    assert agent.propose(History([seed, *tried, *done], best), 2) == []
+
+
+def test_close_families_take_turns_after_patience():
+    """A lower family within 10% of the incumbent gets its round once the top one had its moves."""
+    agent = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.knob_patience=2"]))
+    ladder = [f.name for f in agent.space.ladder()]
+    top, below = ladder[-1], ladder[-2]
+    seed = rec(0, "naive", {}, 0.005, kept=True)
+    low = rec(1, below, agent.space.families[below].default, 0.80, kept=True)
+    best = rec(2, top, agent.space.families[top].default, 0.85, kept=True)
+    first = agent.propose(History([seed, low, best], best), 2)
+    assert [p.family for p in first] == [top, top]  # the incumbent's family first
+    tried = [rec(3 + i, top, p.knobs, 0.5) for i, p in enumerate(first)]
+    turn = agent.propose(History([seed, low, best, *tried], best), 2)
+    assert [p.family for p in turn] == [below, below]  # then the close one's round
+    assert agent.propose(History([seed, low, best, *tried], best), 2) == turn  # the same walk again

@@ -1,10 +1,14 @@
 """The built-in search agent: climbs the ladder of kernel families, then tunes knobs with TPE.
 
 Structural moves come first (the next untried family above the incumbent's, at its default), since
-the large gains are structural; then knob moves within the incumbent's family (and any higher family
-that was tried but did not win), proposed by Optuna's TPE sampler fitted to every measurement so far.
-A family stops getting knob moves after `knob_patience` of them without a keep. The agent keeps no
-state of its own: everything is rebuilt from the history, so a resumed run continues the same walk.
+the large gains are structural; then knob moves, proposed by Optuna's TPE sampler fitted to every
+measurement so far, across the families worth tuning: the incumbent's, any higher family that was tried
+but did not win, and a lower one whose best is within `CLOSE` of the incumbent. They take turns in
+rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
+where the gains are likely; the search is exhausted only when every valid configuration of those
+families was tried. When to stop otherwise is the loop's (budget, target, `stop.patience`). The agent
+keeps no state of its own: everything is rebuilt from the history, so a resumed run continues the same
+walk, and a given `agent.search.seed` gives the same walk.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from autodiscovery.space import Family, Space
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-MAX_ASKS = 60  # TPE draws per move before a family counts as exhausted
+MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
+CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best is within 10% of it
 MAX_REJECTED = 0  # constraint rejections recorded per call (each would take budget); invalid draws are skipped
 
 
@@ -56,7 +61,7 @@ class SearchAgent:
                 tried.add((fam.name, canon(out[-1].knobs)))
         exhausted: set[str] = set()
         while len(self._valid(out)) < n:
-            fam = self._active(history, exhausted, inc_rung)
+            fam = self._active(history, exhausted, inc_rung, out)
             if fam is None:
                 break
             record_rejections = len(out) - len(self._valid(out)) < MAX_REJECTED
@@ -90,21 +95,29 @@ class SearchAgent:
             f"Start at its default configuration ({settings}).", "structural",
         )
 
-    def _active(self, history: History, exhausted: set[str], inc_rung: int) -> Family | None:
-        """The family to tune next: the incumbent's first, then higher rungs tried without a win."""
-        inc_family = history.incumbent.family if history.incumbent else None
-        order = sorted(
-            (f for f in self.space.families.values() if f.knobs and f.rung >= inc_rung),
-            key=lambda f: (f.name != inc_family, -f.rung),
-        )
-        for fam in order:
-            recs = [r for r in history.records if r.family == fam.name and r.status != "rejected"]
-            if fam.name in exhausted or not recs:
+    def _active(self, history: History, exhausted: set[str], inc_rung: int,
+                pending: list[Proposal] = ()) -> Family | None:
+        """The family to tune next: the one in the earliest round of `knob_patience` moves without a
+        keep; within a round the incumbent's family first, then by best score."""
+        inc = history.incumbent
+        inc_score = inc.score if inc is not None and inc.score else None
+        options = []
+        for fam in self.space.families.values():
+            if not fam.knobs or fam.name in exhausted:
                 continue
-            last_keep = max((i for i, r in enumerate(recs) if r.kept), default=-1)
-            if len(recs) - 1 - max(last_keep, 0) < self.patience:
-                return fam
-        return None
+            recs = [r for r in history.records if r.family == fam.name and r.status != "rejected"]
+            moves = len(recs) + sum(p.family == fam.name and p.rejected is None for p in pending)
+            if not recs:
+                continue
+            best = max((r.score for r in recs if r.score is not None), default=None)
+            close = best is not None and inc_score is not None and best >= CLOSE * inc_score
+            if fam.rung < inc_rung and not close:
+                continue
+            last_keep = max((i for i, r in enumerate(recs) if r.kept), default=0)
+            stale = moves - 1 - last_keep
+            options.append((stale // self.patience, fam.name != (inc.family if inc else None), -(best or 0.0),
+                            fam.name, fam))
+        return min(options)[-1] if options else None
 
     # ---- knob moves -------------------------------------------------------------------------
     def knob_move(self, fam: Family, history: History, pending: list[Proposal],
