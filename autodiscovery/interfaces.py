@@ -1,0 +1,156 @@
+"""The two interfaces the loop talks to, and what passes through them.
+
+An `Agent` proposes candidates; a `Harness` builds, checks and measures them and says what the number
+means (its `Objective`). The loop uses these methods and nothing else. Optional hooks have defaults in
+`AgentBase` and `HarnessBase`, so an implementation states only what it does differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from autodiscovery.agents import History, Proposal
+    from autodiscovery.build import BuildReport
+    from autodiscovery.campaign import Campaign
+    from autodiscovery.store import Store
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a harness's score is: its name and unit, which way is better, where it sits in the metrics."""
+
+    name: str
+    """Shown after a value: '× cuBLAS', 'cycles'."""
+    higher_is_better: bool
+    path: tuple[str, ...]
+    """Where the score sits in an evaluation's metrics."""
+    spec: str = ".3f"
+    joiner: str = ""
+    """Between the value and the name: '' gives '0.877× cuBLAS', ' ' gives '23977 cycles'."""
+
+    def read(self, metrics: dict | None) -> float | None:
+        value: Any = metrics or {}
+        for key in self.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def format(self, value: float | None) -> str:
+        return "–" if value is None else f"{format(value, self.spec)}{self.joiner}{self.name}"
+
+    def better(self, a: float, b: float, margin: float = 0.0) -> bool:
+        """Whether `a` beats `b` by more than the fraction `margin`."""
+        return a > b * (1 + margin) if self.higher_is_better else a < b * (1 - margin)
+
+    def reached(self, value: float, target: float) -> bool:
+        return value >= target if self.higher_is_better else value <= target
+
+    def best(self, values: list[float]) -> float:
+        return max(values) if self.higher_is_better else min(values)
+
+
+@dataclass
+class Outcome:
+    """What a harness reports for one evaluation."""
+
+    status: str  # ok | compile_error | incorrect | timeout | crashed | rejected
+    metrics: dict = field(default_factory=dict)
+    log: str = ""
+    seconds: float = 0.0
+    device: str = ""
+    score: float | None = None
+    """The objective's value, for an `ok` outcome (the harness sets it; stored as metrics['score'])."""
+
+
+@runtime_checkable
+class Agent(Protocol):
+    name: str
+    batch: int | None
+    """Proposals a round (None: the campaign's `agent.search.batch`)."""
+    exhausted_reason: str
+    """The stop reason when `propose` returns nothing."""
+
+    def propose(self, history: History, n: int) -> list[Proposal]:
+        """Up to `n` new proposals given everything tried so far; [] when it has nothing left."""
+
+    def seed_proposal(self, campaign: Campaign) -> Proposal:
+        """The run's first candidate, every later one is measured from it."""
+
+    def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
+        """Called once the run exists, before the first proposal."""
+
+    def preflight(self) -> None:
+        """Raise an AutoDiscoveryError now if the agent cannot work (an endpoint that refuses, say)."""
+
+
+class AgentBase:
+    """Defaults for the optional hooks of `Agent`."""
+
+    name = "agent"
+    batch: int | None = None
+    exhausted_reason = "search space exhausted: the agent has nothing left to propose"
+
+    def seed_proposal(self, campaign: Campaign) -> Proposal:
+        from autodiscovery.agents import Proposal
+
+        return Proposal(hypothesis="The seed: the starting point every change is measured from.",
+                        source=campaign.seed_path().read_text(), proposer="seed")
+
+    def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
+        pass
+
+    def preflight(self) -> None:
+        pass
+
+
+@runtime_checkable
+class Harness(Protocol):
+    name: str
+    objective: Objective
+    parallel: int
+    """Evaluations at once (simulations); 1 measures one at a time (a GPU)."""
+
+    def preflight(self, need_gpu: bool = True) -> dict:
+        """The fingerprint of where the run happens; raise an AutoDiscoveryError naming what is missing."""
+
+    def adopt(self, fingerprint: dict) -> None:
+        """Take what a recorded fingerprint fixed (a resumed run keeps its device facts and baseline)."""
+
+    def check(self, source: str) -> Any:
+        """Raise an AutoDiscoveryError, with the reason, for a candidate this problem cannot take."""
+
+    def build(self, source: str) -> BuildReport: ...
+
+    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+        """Check and measure one candidate; a failure is an Outcome with its status, never an exception."""
+
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
+        """Both measured against each other: metrics['ratio'] above 1 means the challenger is better."""
+
+
+class HarnessBase:
+    """Defaults for the optional hooks of `Harness`, and the ones a harness's package adds to the CLI."""
+
+    name = "harness"
+    parallel = 1
+    Settings: ClassVar[type]
+    """The pydantic model of the campaign's `harness:` section (with its `name`)."""
+
+    def adopt(self, fingerprint: dict) -> None:
+        pass
+
+    @staticmethod
+    def summary(store: Store, run_id: int) -> Any:
+        """Something Rich can print after `run` and in `report` (a table), or None."""
+        return None
+
+    @staticmethod
+    def summary_data(store: Store, run_id: int) -> dict | None:
+        """The same as data, for `report --json`."""
+        return None
+
+    @staticmethod
+    def doctor(settings: Any) -> list[tuple[str, str | None, str]]:
+        """(what, where it was found or None, what to do if missing) for `autodiscovery doctor`."""
+        return []
