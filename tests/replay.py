@@ -79,7 +79,7 @@ class ReplayHarness:
         self.built.append(hashlib.sha256(source.encode()).hexdigest())
         rec = self.recorded(source)
         ok = rec["status"] != "compile_error"
-        return BuildReport(ok=ok, cache_key=hashlib.sha256(source.encode()).hexdigest(), cubin="replayed" if ok else None,
+        return BuildReport(ok=ok, cache_key=hashlib.sha256(source.encode()).hexdigest(), artifact="replayed" if ok else None,
                            registers=rec.get("registers", 64), spill_stores=0, spill_loads=0, stack=0,
                            log=rec.get("log", "") if not ok else "")
 
@@ -129,7 +129,7 @@ class SimReplay:
         return split(source)[1]
 
     def build(self, source: str) -> BuildReport:
-        return BuildReport(ok=True, cache_key=hashlib.sha256(source.encode()).hexdigest(), cubin="replayed",
+        return BuildReport(ok=True, cache_key=hashlib.sha256(source.encode()).hexdigest(), artifact="replayed",
                            registers=72, spill_stores=0, spill_loads=0, stack=0)
 
     def evaluate(self, source: str, build: BuildReport) -> Outcome:

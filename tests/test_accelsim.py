@@ -107,7 +107,7 @@ def test_launch_path_with_a_standin_program(tmp_path, standin_env):
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
     agent = CodesignAgent(campaigns.load("edge-codesign"))
     source = agent.seed_proposal().source
-    build = BuildReport(ok=True, cache_key="x", cubin=str(STANDIN))
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     out = h.evaluate(source, build)
     assert out.status == "ok", out.log
     assert out.metrics["cycles"] == 31033 and out.metrics["bound_cycles"] == 4096
@@ -131,7 +131,7 @@ def test_launch_path_with_a_standin_program(tmp_path, standin_env):
 
 def test_standin_crash_and_wrong_result(tmp_path, standin_env):
     agent = CodesignAgent(campaigns.load("edge-codesign"))
-    build = BuildReport(ok=True, cache_key="x", cubin=str(STANDIN))
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "CRASH_tensor_initiation_gt_latency" / "sim.log"),
                         STANDIN_RC="139")
     out = h.evaluate(agent.seed_proposal().source, build)

@@ -34,12 +34,12 @@ def test_nvcc_builds_the_seed_and_caches_it(tmp_path):
     builder = Builder(tmp_path)
     report = builder.build(seed, "gemm")
     assert report.ok, report.log
-    assert Path(report.cubin).read_bytes()[:4] == b"\x7fELF"
+    assert Path(report.artifact).read_bytes()[:4] == b"\x7fELF"
     assert report.registers and report.registers > 0
     assert report.spill_stores == 0 and report.stack == 0
     assert "sm_90a" in report.log and report.compiler.startswith("nvcc ")
     again = builder.build(seed, "gemm")
-    assert again.cached and again.cubin == report.cubin and again.registers == report.registers
+    assert again.cached and again.artifact == report.artifact and again.registers == report.registers
     # The key covers flags: other flags, another build.
     assert Builder(tmp_path, flags=["-O2"]).key(seed) != builder.key(seed)
 
@@ -47,5 +47,5 @@ def test_nvcc_builds_the_seed_and_caches_it(tmp_path):
 @needs_nvcc
 def test_compile_errors_are_reported_with_the_log(tmp_path):
     report = Builder(tmp_path).build('extern "C" __global__ void gemm() { undefined_thing(); }')
-    assert not report.ok and report.cubin is None
+    assert not report.ok and report.artifact is None
     assert "undefined_thing" in report.log

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from conftest import needs_nvcc
 from llm_server import ScriptedServer, fail, say, stall
 from typer.testing import CliRunner

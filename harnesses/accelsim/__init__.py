@@ -25,7 +25,7 @@ from autodiscovery.outcome import Outcome
 from autodiscovery.proc import tethered
 from harnesses.accelsim import simlog, tools
 from harnesses.accelsim.arch import Architecture, ArchError, option_values, render_config, split
-from harnesses.hopper_gemm.build import BuildReport, parse_ptxas
+from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 
 
 class SimulatorMissing(AutoDiscoveryError):
@@ -45,7 +45,7 @@ class AccelsimHarness:
         self.s = campaign.harness
         self.problem = campaign.problem
         self.parallel = self.s.parallel or os.cpu_count() or 1
-        self.cache = self._path(self.s.cache_dir)
+        self.cache = BuildCache(self._path(self.s.cache_dir), "program")
         self.work = self._path(self.s.work_dir)
         self._results: dict[str, Outcome] = {}
 
@@ -85,38 +85,32 @@ class AccelsimHarness:
         if nvcc is None:
             return BuildReport(ok=False, cache_key="", log="CUDA 11 nvcc not found")
         flags = [*self.s.nvcc_flags, "-Xptxas", "-v"]
-        key = hashlib.sha256("\0".join([program, nvcc, tools.nvcc_release(nvcc) or "", *flags]).encode()).hexdigest()
-        folder = self.cache / key[:2] / key
-        report_file = folder / "report.json"
-        if report_file.exists():
-            report = BuildReport(**json.loads(report_file.read_text()))
-            report.cubin, report.cached = str(folder / "program"), True
+        key = build_key(program, nvcc, tools.nvcc_release(nvcc) or "", *flags)
+        if (report := self.cache.get(key)) is not None:
             return report
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "program.cu").write_text(program)
+        work = self.cache.workdir(key)
+        (work / "program.cu").write_text(program)
         env = os.environ | {"PATH": f"{Path(nvcc).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        report = BuildReport(ok=False, cache_key=key, compiler=f"nvcc {tools.nvcc_release(nvcc)}", flags=flags)
         start = time.perf_counter()
         try:
-            proc = subprocess.run([nvcc, *flags, "-o", "program", "program.cu"], cwd=folder, capture_output=True,
+            proc = subprocess.run([nvcc, *flags, "-o", "program", "program.cu"], cwd=work, capture_output=True,
                                   text=True, timeout=600, env=env)
-            log, ok = proc.stdout + proc.stderr, proc.returncode == 0
+            report.ok, report.log = proc.returncode == 0, (proc.stdout + proc.stderr).strip()
         except subprocess.TimeoutExpired:
-            log, ok = "nvcc did not finish within 600 s", False
-        report = BuildReport(ok=ok, cache_key=key, compiler=f"nvcc {tools.nvcc_release(nvcc)}", flags=flags,
-                             log=log.strip(), seconds=round(time.perf_counter() - start, 3))
-        if ok:
-            for k, v in parse_ptxas(log, None).items():
+            report.log, report.timed_out = "nvcc did not finish within 600 s", True
+        report.seconds = round(time.perf_counter() - start, 3)
+        if report.ok:
+            for k, v in parse_ptxas(report.log, None).items():
                 setattr(report, k, v)
-            report_file.write_text(json.dumps(report.facts(), indent=1))
-            report.cubin = str(folder / "program")
-        return report
+        return self.cache.put(key, report, work)
 
     # ---- simulations ------------------------------------------------------------------------------
     def command(self, build: BuildReport, run_dir: Path) -> list[str]:
         if self.s.traces:
             trace_cfg = Path(self.base_config).with_name("trace.config")
             return [self.accelsim, "-trace", self.s.traces, "-config", "gpgpusim.config", "-config", str(trace_cfg)]
-        return [build.cubin, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
+        return [build.artifact, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
 
     def sim_key(self, source: str, config: str) -> str:
         """Simulations are deterministic: the same artifact, config, shape and simulator give the same log."""
@@ -130,7 +124,7 @@ class AccelsimHarness:
         base = Path(self.base_config)
         config = render_config(base.read_text(), arch)
         key = self.sim_key(source, config)
-        cached = self.cache / "sims" / key[:2] / key / "sim.log"
+        cached = self.cache.root / "sims" / key[:2] / key / "sim.log"
         if cached.exists():  # this exact simulation ran before: read its log again
             outcome = self._outcome(0, cached.read_text(errors="replace"), arch, option_values(base.read_text()), 0.0)
             outcome.metrics |= {"cached": True, "run_dir": str(cached.parent)}

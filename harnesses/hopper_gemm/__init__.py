@@ -89,7 +89,7 @@ class HopperGemmHarness:
         report = self.builder.build(HELPERS.read_text())
         if not report.ok:
             raise HarnessError(f"the harness's own kernels do not build: {_first_line(report.log)}")
-        return report.cubin
+        return report.artifact
 
     def healthy(self) -> str | None:
         """None if the GPU still answers; else why not (after a crash or a timeout)."""
@@ -128,10 +128,10 @@ class HopperGemmHarness:
     def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], **extra) -> Outcome:
         specs = {}
         for name, (source, build) in kernels.items():
-            if not build.ok or not build.cubin:
+            if not build.ok or not build.artifact:
                 return Outcome("compile_error", log=build.log)
             try:
-                specs[name] = {"cubin": build.cubin, "launch": self.check(source).model_dump()}
+                specs[name] = {"cubin": build.artifact, "launch": self.check(source).model_dump()}
             except ManifestError as exc:
                 return Outcome("rejected", log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),

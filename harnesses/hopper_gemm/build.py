@@ -2,51 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 
 from autodiscovery import AutoDiscoveryError
+from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 
-ENTRY_RE = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
-PROPS_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-USED_RE = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+__all__ = ["Builder", "BuildReport", "ToolchainError", "cuobjdump", "gencode", "nvcc_version", "parse_ptxas"]
 
 
 class ToolchainError(AutoDiscoveryError):
     pass
-
-
-@dataclass
-class BuildReport:
-    ok: bool
-    cache_key: str
-    cubin: str | None = None
-    registers: int | None = None
-    smem_static: int | None = None
-    spill_stores: int | None = None
-    spill_loads: int | None = None
-    stack: int | None = None
-    has_hgmma: bool | None = None
-    compiler: str = ""
-    flags: list[str] = field(default_factory=list)
-    log: str = ""
-    seconds: float = 0.0
-    cached: bool = False
-
-    def facts(self) -> dict:
-        """What the store keeps of a build."""
-        d = asdict(self)
-        for k in ("cubin", "cached"):
-            d.pop(k)
-        return d
 
 
 @cache
@@ -69,28 +39,6 @@ def cuobjdump(nvcc: str) -> str | None:
     return shutil.which("cuobjdump")
 
 
-def parse_ptxas(log: str, entry: str | None = None) -> dict:
-    """Registers, static smem, stack and spills of `entry` (or the first entry) from `-Xptxas -v`."""
-    facts: dict = {}
-    current = None
-    for line in log.splitlines():
-        if m := ENTRY_RE.search(line):
-            current = m.group(1)
-            continue
-        if entry is not None and current not in (entry, None):
-            continue
-        if m := PROPS_RE.search(line):
-            facts.setdefault("stack", int(m.group(1)))
-            facts.setdefault("spill_stores", int(m.group(2)))
-            facts.setdefault("spill_loads", int(m.group(3)))
-        elif m := USED_RE.search(line):
-            facts.setdefault("registers", int(m.group(1)))
-            facts.setdefault("smem_static", int(m.group(2) or 0))
-        if entry is None and "registers" in facts and "stack" in facts:
-            break
-    return facts
-
-
 def gencode(arch: str) -> list[str]:
     num = arch.removeprefix("sm_")
     return ["-gencode", f"arch=compute_{num},code=sm_{num}"]
@@ -101,7 +49,7 @@ class Builder:
 
     def __init__(self, cache_dir: str | Path, nvcc: str = "nvcc", flags: list[str] | None = None,
                  arch: str = "sm_90a", timeout_s: float = 300.0) -> None:
-        self.cache_dir = Path(cache_dir)
+        self.cache = BuildCache(cache_dir, "kernel.cubin")
         self.nvcc = nvcc
         self.flags = list(flags or ["-O3", "-std=c++17"])
         self.arch = arch
@@ -115,54 +63,32 @@ class Builder:
         return ["-cubin", *gencode(self.arch), *self.flags, "-Xptxas", "-v"]
 
     def key(self, source: str) -> str:
-        h = hashlib.sha256()
-        for part in (source, self.compiler, " ".join(self.all_flags()), self.arch):
-            h.update(part.encode())
-            h.update(b"\0")
-        return h.hexdigest()
+        return build_key(source, self.compiler, " ".join(self.all_flags()), self.arch)
 
     def build(self, source: str, entry: str | None = None) -> BuildReport:
         key = self.key(source)
-        folder = self.cache_dir / key[:2] / key
-        report_file = folder / "report.json"
-        if report_file.exists():
-            report = BuildReport(**json.loads(report_file.read_text()))
-            report.cached = True
-            report.cubin = str(folder / "kernel.cubin") if report.ok else None
-            if report.ok and report.has_hgmma is None and cuobjdump(self.nvcc):  # built where cuobjdump was missing
-                report.has_hgmma = self._has_hgmma(folder / "kernel.cubin")
-                report_file.write_text(json.dumps(report.facts() | {"cubin": None}, indent=1))
+        report = self.cache.get(key)
+        if report is not None:
+            if report.ok and report.has_hgmma is None and cuobjdump(self.nvcc):  # built where it was missing
+                report.has_hgmma = self._has_hgmma(Path(report.artifact))
+                self.cache.update(key, report)
             return report
-        tmp = folder.with_name(f"{key}.tmp{os.getpid()}.{time.monotonic_ns()}")
-        tmp.mkdir(parents=True, exist_ok=True)
-        (tmp / "kernel.cu").write_text(source)
+        work = self.cache.workdir(key)
+        (work / "kernel.cu").write_text(source)
         cmd = [self.nvcc, *self.all_flags(), "-o", "kernel.cubin", "kernel.cu"]
         start = time.perf_counter()
+        report = BuildReport(ok=False, cache_key=key, compiler=self.compiler, flags=self.all_flags())
         try:
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=self.timeout_s)
-            log, ok = proc.stdout + proc.stderr, proc.returncode == 0
-        except subprocess.TimeoutExpired:  # says nothing about the source (a loaded machine): never cached
-            shutil.rmtree(tmp, ignore_errors=True)
-            return BuildReport(ok=False, cache_key=key, compiler=self.compiler, flags=self.all_flags(),
-                               log=f"nvcc did not finish within {self.timeout_s:.0f} s",
-                               seconds=round(time.perf_counter() - start, 3))
-        report = BuildReport(ok=ok, cache_key=key, compiler=self.compiler, flags=self.all_flags(),
-                             log=log.strip(), seconds=round(time.perf_counter() - start, 3))
-        if ok:
-            for k, v in parse_ptxas(log, entry).items():
+            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=self.timeout_s)
+            report.ok, report.log = proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+        except subprocess.TimeoutExpired:
+            report.log, report.timed_out = f"nvcc did not finish within {self.timeout_s:.0f} s", True
+        report.seconds = round(time.perf_counter() - start, 3)
+        if report.ok:
+            for k, v in parse_ptxas(report.log, entry).items():
                 setattr(report, k, v)
-            report.has_hgmma = self._has_hgmma(tmp / "kernel.cubin")
-        (tmp / "report.json").write_text(json.dumps(report.facts() | {"cubin": None}, indent=1))
-        if folder.exists():
-            shutil.rmtree(tmp, ignore_errors=True)  # another thread finished the same build first
-        else:
-            tmp.rename(folder)
-        if ok:
-            report.cubin = str(folder / "kernel.cubin")
-        return report
-
-    def cubin_path(self, report: BuildReport) -> Path:
-        return self.cache_dir / report.cache_key[:2] / report.cache_key / "kernel.cubin"
+            report.has_hgmma = self._has_hgmma(work / "kernel.cubin")
+        return self.cache.put(key, report, work)
 
     def _has_hgmma(self, cubin: Path) -> bool | None:
         tool = cuobjdump(self.nvcc)
