@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -42,69 +42,6 @@ class Problem(Strict):
     @property
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
-
-
-class HarnessSettings(Strict):
-    name: Literal["hopper_gemm"] = "hopper_gemm"
-    """Which harness in harnesses/ evaluates the candidates."""
-    tolerance: float = Field(1e-2, gt=0, le=0.1)
-    """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ accepted (and 5× this for the largest element)."""
-    tolerance_per_sqrt_k: float = Field(2e-5, gt=0, le=1e-3)
-    """The relative error may also be at most this × √K (at least 2e-4): honest fp32 accumulation errs
-    about 2.4e-6 × √K on these inputs, fp16 accumulation 10× more, whatever the data looks like."""
-    gate_draws: int = Field(5, ge=5, le=40)
-    """Launches the gate checks before timing, each on fresh inputs, cycling through the distributions:
-    uniform, normal, a wide dynamic range, and two of large offsets that cancel (in blocks, in halves)."""
-    baseline: Literal["gemmex", "best_lt"] = "gemmex"
-    """The cuBLAS the candidates are timed against: cublasGemmEx's default algorithm, or the fastest of
-    cuBLASLt's top heuristic algorithms for the shape (32 MiB workspace), chosen once per shape."""
-    warmup_ms: float = Field(200.0, ge=0)
-    """Untimed launches, alternating between the kernels, for about this long before timing."""
-    repetitions: int = Field(40, ge=10)
-    """Timed pairs of samples (candidate, cuBLAS), interleaved in alternating order."""
-    sample_ms: float = Field(2.0, gt=0)
-    """Each timed sample repeats launches until it lasts about this long."""
-    timing_budget_s: float = Field(4.0, gt=0)
-    """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
-    confidence: float = Field(0.95, gt=0.5, lt=1.0)
-    """Confidence level of the interval on the median ratio."""
-    timeout_s: float = Field(120.0, gt=0)
-    """Hard limit for one evaluation's child process (the child is killed after it)."""
-    nvcc: str = "nvcc"
-    """The CUDA compiler: a name on PATH or a path."""
-    nvcc_flags: list[str] = ["-O3", "-std=c++17"]
-    """Flags for every build, besides the target and the report flags."""
-    arch: str = "sm_90a"
-    """Target; built as -gencode arch=compute_XX,code=sm_XX."""
-    build_workers: int = Field(0, ge=0)
-    """Parallel nvcc builds (0: one per CPU core)."""
-    cache_dir: str = "runs/cache"
-    """Where cubins and build reports are kept, keyed by source, compiler, flags and arch."""
-
-
-class AccelsimSettings(Strict):
-    """The accelsim harness: a kernel program simulated by GPGPU-Sim (PTX mode) or Accel-Sim (traces)."""
-
-    name: Literal["accelsim"] = "accelsim"
-    gpgpusim_root: str | None = None
-    """GPGPU-Sim checkout (built); default: $GPGPUSIM_ROOT."""
-    base_config: str | None = None
-    """The gpgpusim.config overrides are appended to; default: $GPGPUSIM_CONFIG, else
-    <gpgpusim_root>/configs/tested-cfgs/SM80_A100/gpgpusim.config."""
-    accelsim_root: str | None = None
-    """Accel-Sim framework checkout, for trace mode; default: $ACCELSIM_ROOT."""
-    traces: str | None = None
-    """A kernelslist.g of recorded traces: run accel-sim.out -trace instead of the PTX-mode program."""
-    nvcc: str | None = None
-    """A CUDA 11.x nvcc; default: $CUDA11_NVCC, else the first nvcc of release 11 on PATH."""
-    nvcc_flags: list[str] = ["-O3", "-arch=sm_80", "-cudart", "shared"]
-    timeout_s: float = Field(1800.0, gt=0)
-    """Hard limit for one simulation."""
-    parallel: int = Field(0, ge=0)
-    """Simulations at once (0: one per CPU core)."""
-    cache_dir: str = "runs/cache/accelsim"
-    work_dir: str = "runs/sim"
-    """Each simulation runs in its own folder under here (kept with its log and config)."""
 
 
 class SearchAgentSettings(Strict):
@@ -202,8 +139,9 @@ class Budget(Strict):
 
 
 class StopRules(Strict):
-    target: float = Field(1.05, gt=0)
-    """Stop once the incumbent reaches this × cuBLAS."""
+    target: float | None = Field(None, gt=0)
+    """Stop once the incumbent reaches this, in the harness's objective (× cuBLAS at or above it;
+    cycles at or below it); none: no target."""
     patience: int = Field(20, ge=1)
     """Stop after this many evaluated candidates in a row without a keep."""
     min_gain: float = Field(0.01, ge=0)
@@ -215,7 +153,8 @@ class Campaign(Strict):
     """Campaign name, shown in `runs`."""
     description: str = ""
     problem: Problem = Problem()
-    harness: Annotated[HarnessSettings | AccelsimSettings, Field(discriminator="name")] = HarnessSettings()
+    harness: SerializeAsAny[BaseModel]
+    """Validated by the model of the harness it names (`harness.name`), which that harness owns."""
     seed: str = "hopper_gemm/naive.cu"
     """Starting kernel, relative to seeds/ (or an absolute path)."""
     agent: AgentSettings = AgentSettings()
@@ -262,16 +201,32 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise CampaignError(f"override '{assignment}': value is not valid YAML ({exc.problem})") from None
 
 
+def _error(exc: ValidationError, source: str, prefix: tuple = ()) -> CampaignError:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in (*prefix, *err["loc"])) or "(top level)"
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return CampaignError(f"{source}: {where}: {err['msg']}{more}")
+
+
 def validate(data: dict[str, Any], source: str = "campaign") -> Campaign:
+    """The campaign, its `harness:` section validated by the settings model of the harness it names."""
+    from autodiscovery import registry
+
+    section = data.get("harness") or {}
+    if not isinstance(section, dict):
+        raise CampaignError(f"{source}: harness: must be a mapping with a name")
     try:
-        return Campaign.model_validate(data)
+        settings_model = registry.harness(section.get("name", "hopper_gemm")).Settings
+    except AutoDiscoveryError as exc:
+        raise CampaignError(f"{source}: harness.name: {exc}") from None
+    try:
+        settings = settings_model.model_validate(section)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        tags = {"hopper_gemm", "accelsim"}  # the harness union's tags are not part of the key path
-        where = ".".join(str(p) for i, p in enumerate(err["loc"])
-                         if not (i == 1 and err["loc"][0] == "harness" and p in tags)) or "(top level)"
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise CampaignError(f"{source}: {where}: {err['msg']}{more}") from None
+        raise _error(exc, source, ("harness",)) from None
+    try:
+        return Campaign.model_validate({**data, "harness": settings})
+    except ValidationError as exc:
+        raise _error(exc, source) from None
 
 
 def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Campaign:

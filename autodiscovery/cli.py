@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
-from autodiscovery import AutoDiscoveryError, campaign as campaigns, display, report, runner
+from autodiscovery import AutoDiscoveryError, campaign as campaigns, display, registry, report, runner
 from autodiscovery.loop import Stop
 from autodiscovery.store import Store
 
@@ -132,16 +132,12 @@ def run(
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
                       f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
         return
-    if (phase_data := report.phases(db, run_id)) is not None:
-        console.print(display.phases_table(run_id, phase_data))
-        best = min((r for r in phase_data["phases"]), key=lambda r: r["cycles"], default=None)
-        say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
-                      + (f"{best['cycles']} cycles, {best['pct_of_bound']}% of the tensor-core bound"
-                         if best else "–") + f". See `autodiscovery report {run_id}`.")
-        return
-    say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best "
-                  f"{display.fmt(summary['best_x_cublas'])}× cuBLAS, {display.fmt(summary['best_tflops'], '.1f')} "
-                  f"TFLOP/s. See `autodiscovery lineage {run_id}`.")
+    table, _ = report.summary(db, run_id)
+    if table is not None:
+        console.print(table)
+    tflops = f", {display.fmt(summary['best_tflops'], '.1f')} TFLOP/s" if summary["best_tflops"] else ""
+    say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_text']}{tflops}. "
+        f"See `autodiscovery lineage {run_id}`" + (f" and `autodiscovery report {run_id}`." if table else "."))
 
 
 @app.command()
@@ -192,13 +188,14 @@ def ladder(
 def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
                as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
                db: DbOption = None) -> None:
-    """A run's summary: the lineage, and for co-design runs the phase table and the model check."""
-    data = report.phases(store(db), run_id)
+    """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
+    db = store(db)
+    table, data = report.summary(db, run_id)
     if as_json:
-        return emit_json({"lineage": report.lineage(store(db), run_id), "phases": data})
-    console.print(display.lineage_table(run_id, report.lineage(store(db), run_id)))
-    if data:
-        console.print(display.phases_table(run_id, data))
+        return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
+    console.print(display.lineage_table(run_id, report.lineage(db, run_id), report.objective_name(db, run_id)))
+    if table is not None:
+        console.print(table)
 
 
 @app.command()
@@ -206,22 +203,8 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
 def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] = "edge-codesign",
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
-    from harnesses.accelsim import tools as simtools
-
     c = campaigns.load(campaign)
-    if c.harness.name == "accelsim":
-        rows = [(f.what, f.path, f.hint) for f in simtools.survey(c.harness)]
-    else:
-        from harnesses.hopper_gemm.build import ToolchainError, nvcc_version
-
-        try:
-            nv = nvcc_version(c.harness.nvcc)
-        except ToolchainError:
-            nv = None
-        import ctypes.util
-
-        rows = [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH"),
-                ("NVIDIA driver (libcuda)", ctypes.util.find_library("cuda"), "install the NVIDIA driver")]
+    rows = registry.harness(c.harness.name).doctor(c.harness)
     if as_json:
         emit_json([{"tool": what, "found": path, "if_missing": None if path else hint} for what, path, hint in rows])
     else:
@@ -275,14 +258,15 @@ def show(
         raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
     db = store(db)
     if not seq:
-        data = report.show_run_full(db, int(run_id))
+        data = report.show_run(db, int(run_id))
+        table, extra = report.summary(db, int(run_id))
         if as_json:
-            return emit_json(data)
+            return emit_json(data | {"harness": extra})
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
-        console.print(display.candidates_table(data["candidates"]))
-        if data.get("phases"):
-            console.print(display.phases_table(data["id"], data["phases"]))
+        console.print(display.candidates_table(data["candidates"], data["objective"]))
+        if table is not None:
+            console.print(table)
         return
     data = report.show_candidate(db, int(run_id), int(seq))
     if as_json:
@@ -309,9 +293,10 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
             as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     db: DbOption = None,
 ) -> None:
-    """The kept chain from the seed to the best: step, hypothesis, TFLOP/s, × cuBLAS, registers."""
-    rows = report.lineage(store(db), run_id)
-    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows))
+    """The kept chain from the seed to the best: step, hypothesis, the objective, TFLOP/s, registers."""
+    db = store(db)
+    rows = report.lineage(db, run_id)
+    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.objective_name(db, run_id)))
 
 
 @app.command()
@@ -325,4 +310,4 @@ def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(source)
     out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))
-    say(f"wrote {out} (#{meta['seq']}, {display.fmt(meta['x_cublas'])}× cuBLAS) and {out}.json")
+    say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}) and {out}.json")

@@ -11,6 +11,8 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from autodiscovery.interfaces import Objective
+
 STATUS_STYLE = {
     "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
     "crashed": "red", "timeout": "red", "rejected": "dim", "measured": "cyan", "built": "cyan",
@@ -34,10 +36,11 @@ class LiveDisplay:
                                  TimeElapsedColumn(), console=self.console)
         self.task = None
         self.live: Live | None = None
+        self.objective = Objective("× cuBLAS", True, ("ratio", "median"))
 
     def _render(self) -> Group:
         table = Table(expand=True, show_edge=False)
-        for col in ("#", "family", "hypothesis", "verdict", "TFLOP/s", "× cuBLAS", "regs"):
+        for col in ("#", "family", "hypothesis", "verdict", "TFLOP/s", self.objective.name, "regs"):
             table.add_column(col, overflow="ellipsis", no_wrap=col != "hypothesis",
                              ratio=4 if col == "hypothesis" else None)
         for row in self.rows[-self.max_rows:]:
@@ -45,10 +48,11 @@ class LiveDisplay:
         header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
         return Group(header, self.progress, table)
 
-    def started(self, run: Any, campaign: Any) -> None:
+    def started(self, run: Any, campaign: Any, objective: Objective) -> None:
+        self.objective = objective
         self.title = f"run {run.id} · {campaign.name} · {campaign.problem.M}×{campaign.problem.N}×{campaign.problem.K}"
         self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
-        done = sum(c.status not in ("proposed", "rejected") for c in run.candidates)
+        done = sum(c.status != "proposed" for c in run.candidates)
         self.progress.update(self.task, completed=done)
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self.live.start()
@@ -60,16 +64,17 @@ class LiveDisplay:
     def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
         metrics = outcome.metrics if outcome is not None else {}
         tflops = metrics.get("tflops", {}).get("candidate")
-        ratio = metrics.get("ratio", {}).get("median") if outcome is not None and outcome.status == "ok" else None
+        score = outcome.score if outcome is not None and outcome.status == "ok" else None
         regs = cand.build.registers if getattr(cand, "build", None) is not None else None
         status = cand.status
         style = STATUS_STYLE.get(status, "")
         self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",
-                          fmt(tflops, ".1f"), fmt(ratio), fmt(regs, "d")))
-        if status != "rejected" and self.task is not None:
+                          fmt(tflops, ".1f"), self.objective.format(score) if score is not None else "–",
+                          fmt(regs, "d")))
+        if self.task is not None:
             self.progress.advance(self.task)
         if best is not None and best.score is not None:
-            self.best = f"#{best.seq} {best.family or ''} {best.score:.3f}× cuBLAS"
+            self.best = f"#{best.seq} {best.family or ''} {self.objective.format(best.score)}"
         self.note = f"last: #{cand.seq} {status}: {reason[:90]}"
         self._refresh()
 
@@ -86,37 +91,33 @@ class LiveDisplay:
 
 def runs_table(rows: list[dict]) -> Table:
     t = Table(title="runs")
-    cycles = any(r.get("best_cycles") for r in rows)
-    cols = ["run", "campaign", "agent", "status", "candidates", "best TFLOP/s", "best × cuBLAS"]
-    for col in cols + (["best cycles"] if cycles else []) + ["device", "started"]:
+    for col in ("run", "campaign", "agent", "status", "candidates", "best", "best TFLOP/s", "device", "started"):
         t.add_column(col)
     for r in rows:
-        extra = [fmt(r.get("best_cycles"), "d")] if cycles else []
-        t.add_row(str(r["id"]), r["campaign"], r["agent"], r["status"], str(r["candidates"]),
-                  fmt(r["best_tflops"], ".1f"), fmt(r["best_x_cublas"]), *extra, r["device"] or "",
-                  r["created_at"][:19])
+        t.add_row(str(r["id"]), r["campaign"], r["agent"], r["status"], str(r["candidates"]), r["best_text"],
+                  fmt(r["best_tflops"], ".1f"), r["device"] or "", r["created_at"][:19])
     return t
 
 
-def lineage_table(run_id: int, rows: list[dict]) -> Table:
+def lineage_table(run_id: int, rows: list[dict], objective: str = "score") -> Table:
     t = Table(title=f"lineage of run {run_id}: the kept chain from the seed to the best")
-    for col in ("step", "#", "family", "hypothesis", "TFLOP/s", "× cuBLAS", "CI", "regs", "spills"):
+    for col in ("step", "#", "family", "hypothesis", "TFLOP/s", objective, "CI", "regs", "spills"):
         t.add_column(col, overflow="fold")
     for i, r in enumerate(rows):
         ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r.get("ci_low") is not None else "–"
         spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
         t.add_row(str(i), str(r["seq"]), r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
-                  fmt(r["x_cublas"]), ci, fmt(r["registers"], "d"), fmt(spills, "d"))
+                  r["score_text"], ci, fmt(r["registers"], "d"), fmt(spills, "d"))
     return t
 
 
-def candidates_table(rows: list[dict]) -> Table:
+def candidates_table(rows: list[dict], objective: str = "score") -> Table:
     t = Table(title="candidates")
-    for col in ("#", "family", "proposer", "status", "TFLOP/s", "× cuBLAS", "regs", "decision"):
+    for col in ("#", "family", "proposer", "status", "TFLOP/s", objective, "regs", "decision"):
         t.add_column(col, overflow="fold")
     for r in rows:
         t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"], fmt(r["tflops"], ".1f"),
-                  fmt(r["x_cublas"]), fmt(r["registers"], "d"), (r["decision"] or "")[:80])
+                  r["score_text"], fmt(r["registers"], "d"), (r["decision"] or "")[:80])
     return t
 
 
@@ -145,31 +146,7 @@ def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> 
         ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r["ci_low"] is not None else "–"
         knobs = " ".join(f"{k}={v}" for k, v in r["knobs"].items()) or "–"
         hg = {True: "yes", False: "no", None: "–"}[r["has_hgmma"]]
-        t.add_row(str(r["rung"]), r["family"], knobs if r["x_cublas"] is not None else f"[red]{r['note']}[/]",
-                  fmt(r["tflops"], ".1f"), fmt(r["x_cublas"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
+        t.add_row(str(r["rung"]), r["family"], knobs if r["score"] is not None else f"[red]{r['note']}[/]",
+                  fmt(r["tflops"], ".1f"), fmt(r["score"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
                   hg, f"{r['passed']}/{r['tried']}")
-    return t
-
-
-def phases_table(run_id: int, data: dict) -> Table:
-    t = Table(title=f"co-design phases of run {run_id} (baseline {data['baseline_cycles']} cycles)")
-    for col in ("phase", "#", "simulated", "best configuration", "cycles", "vs baseline", "% of bound"):
-        t.add_column(col, overflow="fold")
-    names = {"A": "A baseline", "B": "B kernel only", "C": "C model picks", "D": "D architecture only",
-             "E": "E best B × best D"}
-    for r in data["phases"]:
-        k = r["kernel"]
-        kernel = (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} {k['FRAGS_M']}x{k['FRAGS_N']} frags "
-                  f"S{k['STAGES']} P{k['PERSISTENT']}")
-        arch = " ".join(f"{a}={v}" for a, v in r["arch_changes"].items()) or "stock"
-        change = "–" if r["change"] is None else f"{r['change']:+.1%}"
-        t.add_row(names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
-                  change, fmt(r["pct_of_bound"], ".1f"))
-    rho = data["model_rank_correlation"]
-    err = data["model_median_abs_error"]
-    cal = data.get("model_calibrated_error_on_C")
-    t.caption = (f"analytical model over {len(data['model'])} stock-architecture kernels: rank correlation "
-                 f"{fmt(rho, '.2f')}, median |error| {'–' if err is None else f'{err:.0%}'}; scaled by "
-                 f"{fmt(data.get('model_scale'), '.2f')} (fitted on A+B), median |error| on the phase-C picks "
-                 f"{'–' if cal is None else f'{cal:.0%}'}")
     return t

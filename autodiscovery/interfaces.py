@@ -110,6 +110,8 @@ class Harness(Protocol):
     objective: Objective
     parallel: int
     """Evaluations at once (simulations); 1 measures one at a time (a GPU)."""
+    build_workers: int
+    """Builds at once (0: one per CPU core)."""
 
     def preflight(self, need_gpu: bool = True) -> dict:
         """The fingerprint of where the run happens; raise an AutoDiscoveryError naming what is missing."""
@@ -134,6 +136,7 @@ class HarnessBase:
 
     name = "harness"
     parallel = 1
+    build_workers = 0
     Settings: ClassVar[type]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""
 
@@ -154,3 +157,7 @@ class HarnessBase:
     def doctor(settings: Any) -> list[tuple[str, str | None, str]]:
         """(what, where it was found or None, what to do if missing) for `autodiscovery doctor`."""
         return []
+
+    def prompt_facts(self) -> dict:
+        """Facts of the problem an LLM agent's prompt states (its correctness bar, say)."""
+        return {}

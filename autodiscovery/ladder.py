@@ -13,11 +13,12 @@ from typing import Any, Callable
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents import History, Proposal, Record
-from autodiscovery.agents.search import SearchAgent, canon
+from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
-from autodiscovery.loop import source_hash
-from autodiscovery.outcome import Outcome
+from autodiscovery.evaluate import assess, screen
+from autodiscovery.ledger import source_hash
 from autodiscovery.store import Build, Candidate, Evaluation, Run, Store
+from autodiscovery.text import canon
 
 
 @dataclass
@@ -39,7 +40,8 @@ class Rung:
         r = m.get("ratio", {})
         return {"family": self.family, "rung": self.rung, "knobs": self.knobs,
                 "tflops": m.get("tflops", {}).get("candidate"), "cublas_tflops": m.get("tflops", {}).get("cublas"),
-                "x_cublas": r.get("median"), "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
+                "score": self.outcome.score if self.outcome is not None else None,
+                "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
                 "registers": self.registers, "spills": self.spills, "has_hgmma": self.has_hgmma,
                 "tried": self.tried, "passed": self.passed, "note": self.note}
 
@@ -68,8 +70,9 @@ class Ladder:
         with self.store.session() as s:
             run = s.get(Run, self.run_id)
             run.status, run.stop_reason = "finished", f"ladder over {len(rungs)} families"
-            best = max((r for r in rungs if r.outcome is not None and r.outcome.score is not None),
-                       key=lambda r: r.outcome.score, default=None)
+            scored = [r for r in rungs if r.outcome is not None and r.outcome.score is not None]
+            top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
+            best = next((r for r in scored if r.outcome.score == top), None)
             if best is not None:
                 run.best_candidate_id = best.candidate_id
         return self.run_id, rungs
@@ -87,7 +90,8 @@ class Ladder:
                     p = Proposal(f"{fam.name} at its default configuration", self.agent.space.render(fam.name, knobs),
                                  "ladder", fam.name, knobs)
                 else:
-                    p = self.agent.knob_move(fam, History(records, None), batch, tried, record_rejections=False)
+                    p = self.agent.knob_move(fam, History(records, None, self.harness.objective), batch, tried,
+                                             record_rejections=False)
                     if p is None:
                         break
                     p.proposer = "ladder"
@@ -95,11 +99,13 @@ class Ladder:
                 batch.append(p)
             if not batch:
                 break
+            refused = [screen(self.harness, p.source) for p in batch]  # never built
             with ThreadPoolExecutor(self.workers) as pool:
-                builds = list(pool.map(lambda p: self.harness.build(p.source), batch))
-            for p, build in zip(batch, builds):
+                builds = list(pool.map(lambda pr: None if pr[1] else self.harness.build(pr[0].source),
+                                       zip(batch, refused)))
+            for p, build, refusal in zip(batch, builds, refused):
                 self.progress(f"{fam.name} {canon(p.knobs)}")
-                outcome = self._evaluate(p, build)
+                outcome = refusal or assess(self.harness, p.source, build)
                 cid = self._record(p, build, outcome)
                 sources[canon(p.knobs)] = (cid, p, build)
                 records.append(Record(seq=self.seq, family=fam.name, knobs=p.knobs, status=outcome.status,
@@ -110,10 +116,11 @@ class Ladder:
         if not passed:
             rung.note = next((r.log.splitlines()[0] for r in records if r.log), "no configuration passed the gate")
             return rung
-        best = max(passed, key=lambda r: r.score)
+        top = self.harness.objective.best([r.score for r in passed])
+        best = next(r for r in passed if r.score == top)
         cid, proposal, build = sources[canon(best.knobs)]
         self.progress(f"{fam.name}: final measurement of the best")
-        final = self.harness.evaluate(proposal.source, build)
+        final = assess(self.harness, proposal.source, build)
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cid, kind="ladder", status=final.status, metrics=final.metrics,
                              log=final.log, device=final.device, seconds=final.seconds))
@@ -122,25 +129,17 @@ class Ladder:
         rung.spills = (build.spill_stores or 0) + (build.spill_loads or 0) if build.spill_stores is not None else None
         return rung
 
-    def _evaluate(self, p: Proposal, build) -> Any:
-        try:
-            self.harness.check(p.source)
-        except AutoDiscoveryError as exc:
-            return Outcome("rejected", log=str(exc))
-        if not build.ok:
-            return Outcome("compile_error", log=build.log)
-        return self.harness.evaluate(p.source, build)
-
     def _record(self, p: Proposal, build, outcome) -> int:
         with self.store.session() as s:
-            row = Build.record(s, build.facts())
+            row = Build.record(s, build.facts()) if build is not None else None
             status = {"ok": "measured"}.get(outcome.status, outcome.status)
             cand = Candidate(run_id=self.run_id, seq=self.seq, hypothesis=p.hypothesis, proposer=p.proposer,
                              family=p.family, knobs=p.knobs, source=p.source, source_hash=source_hash(p.source),
-                             status=status, build_id=row.id)
+                             status=status, build_id=row.id if row is not None else None)
             s.add(cand)
             s.flush()
-            s.add(Evaluation(candidate_id=cand.id, kind="benchmark", status=outcome.status, metrics=outcome.metrics,
+            kind = "check" if outcome.status == "rejected" else "benchmark"
+            s.add(Evaluation(candidate_id=cand.id, kind=kind, status=outcome.status, metrics=outcome.metrics,
                              log=outcome.log, device=outcome.device, seconds=outcome.seconds))
             self.seq += 1
             return cand.id

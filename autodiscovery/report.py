@@ -7,20 +7,41 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from autodiscovery import AutoDiscoveryError
-from autodiscovery.loop import score_of
+from autodiscovery import AutoDiscoveryError, registry
+from autodiscovery.interfaces import Objective
+from autodiscovery.ledger import score_of
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
+
+UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
 
 
 class NotFound(AutoDiscoveryError):
     pass
 
 
-def _metrics(c: Candidate) -> dict[str, Any]:
+def harness_of(run: Run) -> type | None:
+    """The class of the harness that measured a run (None if it cannot be loaded here)."""
+    try:
+        return registry.harness(run.config.get("harness", {}).get("name", "hopper_gemm"))
+    except AutoDiscoveryError:
+        return None
+
+
+def objective_of(run: Run) -> Objective:
+    return getattr(harness_of(run), "objective", UNKNOWN)
+
+
+def objective_name(store: Store, run_id: int) -> str:
+    with store.session() as s:
+        return objective_of(_run(s, run_id)).name
+
+
+def _metrics(c: Candidate, objective: Objective) -> dict[str, Any]:
     ev = c.measurement
     m = ev.metrics if ev is not None and ev.status == "ok" else {}
-    ratio = m.get("ratio", {})
-    return {"tflops": m.get("tflops", {}).get("candidate"), "x_cublas": score_of(c),
+    ratio = m.get("ratio", {}) if objective.path[:1] == ("ratio",) else {}
+    score = score_of(c, objective)
+    return {"tflops": m.get("tflops", {}).get("candidate"), "score": score, "score_text": objective.format(score),
             "ci_low": ratio.get("ci_low"), "ci_high": ratio.get("ci_high")}
 
 
@@ -35,30 +56,28 @@ def runs(store: Store) -> list[dict]:
     with store.session() as s:
         out = []
         for run in s.scalars(select(Run).order_by(Run.id)):
-            best = _metrics(run.best) if run.best else {}
-            ev = run.best.measurement if run.best else None
-            cycles = ev.metrics.get("cycles") if ev is not None else None
-            if cycles is not None:  # a simulated run: its score is cycles, not a ratio to cuBLAS
-                best["x_cublas"] = None
+            objective = objective_of(run)
+            best = _metrics(run.best, objective) if run.best else {}
             out.append({
                 "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
                 "stop_reason": run.stop_reason,
                 "candidates": sum(c.status != "proposed" for c in run.candidates),
                 "rejected": sum(c.status == "rejected" for c in run.candidates),
-                "best_seq": run.best.seq if run.best else None,
-                "best_tflops": best.get("tflops"), "best_x_cublas": best.get("x_cublas"), "best_cycles": cycles,
+                "objective": objective.name, "best_seq": run.best.seq if run.best else None,
+                "best_score": best.get("score"), "best_text": best.get("score_text", "–"),
+                "best_tflops": best.get("tflops"),
                 "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),
                 "elapsed_s": run.elapsed_s,
             })
         return out
 
 
-def candidate_row(c: Candidate) -> dict:
+def candidate_row(c: Candidate, objective: Objective) -> dict:
     b = c.build
     return {
         "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None, "family": c.family,
         "knobs": c.knobs, "proposer": c.proposer, "hypothesis": c.hypothesis, "status": c.status,
-        "source_hash": c.source_hash, **_metrics(c),
+        "source_hash": c.source_hash, **_metrics(c, objective),
         "registers": b.registers if b else None, "spill_stores": b.spill_stores if b else None,
         "spill_loads": b.spill_loads if b else None, "stack": b.stack if b else None,
         "smem_static": b.smem_static if b else None, "has_hgmma": b.has_hgmma if b else None,
@@ -74,27 +93,31 @@ def show_run(store: Store, run_id: int) -> dict:
         return {
             "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
             "stop_reason": run.stop_reason, "created_at": run.created_at.isoformat(), "elapsed_s": run.elapsed_s,
-            "best_seq": run.best.seq if run.best else None,
+            "best_seq": run.best.seq if run.best else None, "objective": objective_of(run).name,
             "config": run.config, "fingerprint": run.fingerprint,
-            "candidates": [candidate_row(c) | {"source": c.source} for c in run.candidates],
-            "phases": None,
+            "candidates": [candidate_row(c, objective_of(run)) | {"source": c.source} for c in run.candidates],
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
                            "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
         }
 
 
-def show_run_full(store: Store, run_id: int) -> dict:
-    return show_run(store, run_id) | {"phases": phases(store, run_id)}
+def summary(store: Store, run_id: int) -> tuple[object, dict | None]:
+    """What the run's harness adds to a report: (a table for the terminal or None, its data or None)."""
+    with store.session() as s:
+        cls = harness_of(_run(s, run_id))
+    if cls is None:
+        return None, None
+    return cls.summary(store, run_id), cls.summary_data(store, run_id)
 
 
 def show_candidate(store: Store, run_id: int, seq: int) -> dict:
     with store.session() as s:
-        _run(s, run_id)
+        run = _run(s, run_id)
         c = Candidate.by_seq(s, run_id, seq)
         if c is None:
             raise NotFound(f"run {run_id} has no candidate #{seq}")
         b = c.build
-        return candidate_row(c) | {
+        return candidate_row(c, objective_of(run)) | {
             "run": run_id, "source": c.source,
             "build": None if b is None else {"ok": b.ok, "compiler": b.compiler, "flags": b.flags,
                                              "seconds": b.seconds, "log": b.log},
@@ -113,7 +136,8 @@ def lineage(store: Store, run_id: int) -> list[dict]:
             chain.append(cand)
             d = s.scalar(select(Decision).where(Decision.candidate_id == cand.id))
             cand = s.get(Candidate, d.incumbent_id) if d and d.incumbent_id else None
-        return [candidate_row(c) for c in reversed(chain)]
+        objective = objective_of(run)
+        return [candidate_row(c, objective) for c in reversed(chain)]
 
 
 def export(store: Store, run_id: int) -> tuple[str, dict]:
@@ -122,68 +146,5 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
         run = _run(s, run_id)
         if run.best is None:
             raise NotFound(f"run {run_id} has no kept candidate to export")
-        return run.best.source, candidate_row(run.best) | {"run": run_id, "campaign": run.campaign,
-                                                          "device": run.fingerprint.get("gpu")}
-
-
-def phases(store: Store, run_id: int) -> dict | None:
-    """The co-design phase table: each phase's best, its cycles, the change from the baseline, % of bound;
-    and how the analytical model's predictions compare with the simulated cycles."""
-    from harnesses.accelsim.arch import Architecture
-    from harnesses.accelsim.model import predict
-
-    with store.session() as s:
-        run = _run(s, run_id)
-        problem = run.config.get("problem", {})
-        rows = []
-        for c in run.candidates:
-            phase = (c.knobs or {}).get("phase")
-            ev = c.measurement
-            if phase is None:
-                continue
-            m = ev.metrics if ev is not None and ev.status == "ok" else {}
-            rows.append({"seq": c.seq, "phase": phase, "kernel": c.knobs["kernel"], "arch": c.knobs["arch"],
-                         "status": c.status, "cycles": m.get("cycles"), "pct_of_bound": m.get("pct_of_bound"),
-                         "bound_cycles": m.get("bound_cycles")})
-    if not rows:
-        return None
-    base = next((r for r in rows if r["phase"] == "A" and r["cycles"]), None)
-    stock = next((r["arch"] for r in rows if r["phase"] == "A"), None)
-    table = []
-    for phase in "ABCDE":
-        done = [r for r in rows if r["phase"] == phase and r["cycles"]]
-        if not done:
-            continue
-        best = min(done, key=lambda r: r["cycles"])
-        change = (best["cycles"] - base["cycles"]) / base["cycles"] if base else None
-        arch_diff = {k: v for k, v in best["arch"].items() if stock and stock.get(k) != v}
-        table.append({"phase": phase, "seq": best["seq"], "simulated": len(done), "kernel": best["kernel"],
-                      "arch_changes": arch_diff, "cycles": best["cycles"], "change": change,
-                      "pct_of_bound": best["pct_of_bound"]})
-    checks = []
-    for r in rows:
-        if r["cycles"] and r["arch"] == stock:
-            p = predict(r["kernel"], Architecture(**r["arch"]), problem.get("M", 512), problem.get("N", 512),
-                        problem.get("K", 512))["cycles"]
-            checks.append({"seq": r["seq"], "phase": r["phase"], "predicted": round(p), "simulated": r["cycles"],
-                           "error": (p - r["cycles"]) / r["cycles"]})
-    # The model's scale, fitted on the baseline and phase B, then judged on the phase-C picks it made.
-    fit = sorted(c["simulated"] / c["predicted"] for c in checks if c["phase"] in "AB" and c["predicted"])
-    scale = fit[len(fit) // 2] if fit else None
-    for c in checks:
-        c["calibrated_error"] = (scale * c["predicted"] - c["simulated"]) / c["simulated"] if scale else None
-    held_out = sorted(abs(c["calibrated_error"]) for c in checks if c["phase"] == "C" and scale)
-    return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "model": checks,
-            "model_scale": scale,
-            "model_calibrated_error_on_C": held_out[len(held_out) // 2] if held_out else None,
-            "model_rank_correlation": _spearman([c["predicted"] for c in checks], [c["simulated"] for c in checks]),
-            "model_median_abs_error": sorted(abs(c["error"]) for c in checks)[len(checks) // 2] if checks else None}
-
-
-def _spearman(a: list[float], b: list[float]) -> float | None:
-    if len(a) < 3:
-        return None
-    import numpy as np
-
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
+        return run.best.source, candidate_row(run.best, objective_of(run)) | {
+            "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu")}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-import harnesses
-from autodiscovery import AutoDiscoveryError, agents
+from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import Campaign, apply_override, load, validate
+from autodiscovery.evaluate import evaluate
 from autodiscovery.loop import Display, Loop, Quiet, Stop
 from autodiscovery.store import Run, Store
 from autodiscovery.store.models import utcnow
@@ -19,25 +19,23 @@ TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulat
 
 
 def prepare(campaign: Campaign, harness=None):
-    harness = harness or harnesses.get(campaign.harness.name)(campaign)
-    agent = agents.get(campaign.agent.kind)(campaign)
+    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    agent = registry.agent(campaign.agent.kind)(campaign)
     return harness, agent
 
 
-def workers(campaign: Campaign) -> int:
-    return getattr(campaign.harness, "build_workers", 0) or os.cpu_count() or 2
+def workers(harness) -> int:
+    return harness.build_workers or os.cpu_count() or 2
 
 
 def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
           dry_run: bool = False, stop: Stop | None = None, started=None) -> int:
     campaign = load(name_or_path, overrides)  # validated before anything else happens
     harness, agent = prepare(campaign, harness)
-    seed = agent.seed_proposal().source if hasattr(agent, "seed_proposal") else campaign.seed_path().read_text()
-    harness.check(seed)  # a shape the seed cannot take is refused now
+    harness.check(agent.seed_proposal(campaign).source)  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
-    if hasattr(agent, "preflight"):
-        agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run, stop=stop or Stop(),
+    agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
+    loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
                 started=started)
     return loop.start(fingerprint)
 
@@ -72,8 +70,7 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
     harness, agent = prepare(campaign, harness)
     dry_run = bool(recorded.get("dry_run"))
     fingerprint = harness.preflight(need_gpu=not dry_run)
-    if hasattr(agent, "preflight"):
-        agent.preflight()
+    agent.preflight()
     if recorded.get("gpu") and fingerprint.get("gpu") != recorded.get("gpu"):
         raise AutoDiscoveryError(
             f"run {run_id} was measured on {recorded['gpu']}, this machine has {fingerprint.get('gpu')}: "
@@ -85,35 +82,34 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items())
         raise AutoDiscoveryError(f"run {run_id} was measured with another toolchain ({what}); resume with "
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
-    if hasattr(harness, "adopt") and recorded.get("sms"):
-        harness.adopt(recorded)  # the baseline chosen when the run started stays the baseline
+    harness.adopt(recorded)  # e.g. the baseline chosen when the run started stays the baseline
     with store.session() as s:
         run = Run.find(s, run_id)
         run.config = campaign.model_dump(mode="json")
         if changed:
             run.fingerprint = recorded | {"toolchain_changes": [*recorded.get("toolchain_changes", []), {
                 "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
-    loop = Loop(campaign, store, harness, agent, display, workers(campaign), dry_run=dry_run, stop=stop or Stop(),
+    loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
                 started=started)
     return loop.drive(run_id)
 
 
 def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1, harness=None) -> list:
-    """Gate and time one kernel file against cuBLAS, `repeat` times, each in a fresh child process."""
+    """Check, build and evaluate one kernel file, `repeat` times (each in a fresh child process)."""
     from pathlib import Path
 
     path = Path(kernel)
     if not path.is_file():
         raise AutoDiscoveryError(f"kernel file not found: {kernel}")
     campaign = load(name_or_path, overrides)
-    harness = harness or harnesses.get(campaign.harness.name)(campaign)
+    harness = harness or registry.harness(campaign.harness.name)(campaign)
     harness.preflight()
     source = path.read_text()
     harness.check(source)
     build = harness.build(source)
     if not build.ok:
         raise AutoDiscoveryError(f"{kernel} does not compile: {build.log.splitlines()[0] if build.log else ''}")
-    return [harness.evaluate(source, build) for _ in range(repeat)]
+    return [evaluate(harness, source)[1] for _ in range(repeat)]
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -133,8 +129,8 @@ def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: St
     out = []
     for M, N, K in parsed:
         campaign = load(name_or_path, [*overrides, f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
-        h = harness or harnesses.get(campaign.harness.name)(campaign)
+        h = harness or registry.harness(campaign.harness.name)(campaign)
         fingerprint = h.preflight()  # per shape: a baseline chosen for the shape is chosen again
-        run_id, rungs = Ladder(campaign, store, h, workers(campaign), progress).climb(fingerprint, per_family, families)
+        run_id, rungs = Ladder(campaign, store, h, workers(harness), progress).climb(fingerprint, per_family, families)
         out.append(((M, N, K), run_id, rungs))
     return out

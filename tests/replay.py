@@ -10,9 +10,11 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from autodiscovery.build import BuildReport
+from autodiscovery.interfaces import HarnessBase, Outcome
 from autodiscovery.space import Space
-from harnesses.hopper_gemm import Outcome
-from harnesses.hopper_gemm.build import BuildReport
+from harnesses.accelsim import AccelsimHarness
+from harnesses.hopper_gemm import HopperGemmHarness
 from harnesses.hopper_gemm.manifest import parse, resolve
 
 RUNG_SCALE = {"naive": 0.006, "tiled": 0.05, "mma_sync": 0.45, "wgmma_tma": 0.6, "wgmma_ws": 0.85}
@@ -29,7 +31,7 @@ def standin(family: str | None, knobs: dict) -> float:
 
 
 @dataclass
-class ReplayHarness:
+class ReplayHarness(HarnessBase):
     space: Space
     recordings: dict[str, dict] = field(default_factory=dict)
     interrupt_after: int | None = None
@@ -43,6 +45,7 @@ class ReplayHarness:
     """step name (build, evaluate, head_to_head) -> called with the step's count before the step runs."""
     fingerprint: dict = field(default_factory=lambda: {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "replay"})
     name: str = "replay"
+    objective = HopperGemmHarness.objective
 
     def __post_init__(self) -> None:
         self.by_hash: dict[str, tuple[str, dict]] = {}
@@ -93,7 +96,9 @@ class ReplayHarness:
             time.sleep(self.delay_s)
         self.evaluated.append(hashlib.sha256(source.encode()).hexdigest())
         rec = self.recorded(source)
-        return Outcome(rec["status"], dict(rec.get("metrics", {})), rec.get("log", ""), 0.01, "Replayed NVIDIA H100")
+        metrics = dict(rec.get("metrics", {}))
+        score = self.objective.read(metrics) if rec["status"] == "ok" else None
+        return Outcome(rec["status"], metrics, rec.get("log", ""), 0.01, "Replayed NVIDIA H100", score)
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
         self._step("head_to_head", len(self.head_to_heads))
@@ -111,7 +116,7 @@ def load_recording(path) -> tuple[dict, dict[str, dict]]:
 
 
 @dataclass
-class SimReplay:
+class SimReplay(HarnessBase):
     """Stands in for the accelsim harness: cycles from recorded results where there are some, else the
     analytical model with a fixed per-configuration perturbation (the simulator is deterministic)."""
 
@@ -119,6 +124,7 @@ class SimReplay:
     parallel: int = 2
     evaluated: list[str] = field(default_factory=list)
     name: str = "sim-replay"
+    objective = AccelsimHarness.objective
 
     def preflight(self, need_gpu: bool = True) -> dict:
         return {"gpu": "simulated", "simulator": "replay"}
@@ -147,12 +153,9 @@ class SimReplay:
         h = int(key_[:6], 16) / 0xFFFFFF
         pair = json.dumps({"kernel": knobs, "arch": arch.model_dump()}, sort_keys=True)
         cycles = self.recorded.get(pair) or int(predict(knobs, arch, 512, 512, 512)["cycles"] * (0.9 + 0.3 * h))
-        from harnesses.accelsim.arch import Architecture
-
         bound = tensor_bound(512, 512, 512, arch, 4)
-        score = tensor_bound(512, 512, 512, Architecture(sms=arch.sms), 4) / cycles
-        return Outcome("ok", {"cycles": cycles, "bound_cycles": bound, "pct_of_bound": round(100 * bound / cycles, 2),
-                              "ratio": {"median": score, "ci_low": score, "ci_high": score}}, "", 0.01, "replay")
+        return Outcome("ok", {"cycles": cycles, "bound_cycles": bound, "pct_of_bound": round(100 * bound / cycles, 2)},
+                       "", 0.01, "replay", score=cycles)
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
         a = self.evaluate(*challenger).metrics["cycles"]

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
-from autodiscovery.agents.codesign import CodesignAgent
+from harnesses.accelsim.agent import CodesignAgent
 from harnesses.accelsim import AccelsimHarness, simlog, tensor_bound
+from harnesses.accelsim import report as accelsim_report
 from harnesses.accelsim.arch import ArchError, Architecture, block, option_values, render_config, split
 from harnesses.accelsim.model import predict
 from harnesses.hopper_gemm.build import BuildReport
@@ -183,7 +184,7 @@ def test_phases_driven_by_recorded_results(tmp_path):
     assert all(x["knobs"]["arch"] == stock for x in cands if x["knobs"]["phase"] in "BC")
     d_kernels = {str(x["knobs"]["kernel"]) for x in cands if x["knobs"]["phase"] == "D"}
     assert len(d_kernels) == 1
-    data = report.phases(store, run_id)
+    data = accelsim_report.phases(store, run_id)
     rows = {r["phase"]: r for r in data["phases"]}
     assert set(rows) == set("ABCDE") and rows["A"]["change"] == 0
     assert min(r["cycles"] for r in rows.values()) < data["baseline_cycles"]
@@ -244,7 +245,7 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
     store = Store(tmp_path / "real.db")
     harness = SimReplay(recorded=recorded)
     Loop(c, store, harness, CodesignAgent(c), workers=2).start({"gpu": "simulated"})
-    table = {r["phase"]: r["cycles"] for r in report.phases(store, 1)["phases"]}
+    table = {r["phase"]: r["cycles"] for r in accelsim_report.phases(store, 1)["phases"]}
     assert table == {"A": 35422, "B": 28773, "C": 41555, "D": 26265, "E": 23977}
     walked = [x["knobs"]["phase"] for x in report.show_run(store, 1)["candidates"] if x["status"] != "rejected"]
     assert len(walked) == len(data["results"])  # every simulation of the walk was recorded

@@ -38,7 +38,7 @@ def test_campaigns_lists_what_ships():
 def test_runs_show_lineage_json(db):
     rows = json.loads(invoke("--db", db, "runs", "--json").output)
     assert len(rows) == 1 and rows[0]["status"] == "finished" and rows[0]["candidates"] == 6
-    assert rows[0]["best_x_cublas"] > 0.1 and rows[0]["device"] == "Replayed NVIDIA H100"
+    assert rows[0]["best_score"] > 0.1 and rows[0]["device"] == "Replayed NVIDIA H100"
 
     run = json.loads(invoke("--db", db, "show", "1", "--json").output)
     assert run["config"]["budget"]["candidates"] == 6 and run["fingerprint"]["gpu"]
@@ -86,7 +86,7 @@ def test_export_writes_the_best_kernel(db, tmp_path):
     assert res.exit_code == 0, res.output
     assert "@manifest" in out.read_text()
     meta = json.loads(out.with_suffix(".cu.json").read_text())
-    assert meta["run"] == 1 and meta["x_cublas"] > 0
+    assert meta["run"] == 1 and meta["score"] > 0
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_ladder_lists_each_familys_best(tmp_path, monkeypatch):
     assert [r.family for r in rungs] == [f.name for f in Space("hopper_gemm").ladder()]
     for r in rungs:
         row = r.row()
-        assert row["x_cublas"] is not None and row["ci_low"] <= row["x_cublas"] <= row["ci_high"]
+        assert row["score"] is not None and row["ci_low"] <= row["score"] <= row["ci_high"]
         assert row["tried"] == (1 if r.family == "naive" else 4)
     # the reported configuration is the best of those tried, and each final figure was re-measured
     with Store(tmp_path / "l.db").session() as s:

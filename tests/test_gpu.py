@@ -111,7 +111,7 @@ def test_a_short_run(tmp_path, build_cache):
     run_id = runner.start("hopper-gemm", ["budget.candidates=3", f"harness.cache_dir={build_cache}"], store)
     rows = report.lineage(store, run_id)
     assert rows[0]["seq"] == 0 and len(rows) >= 2
-    assert rows[-1]["x_cublas"] > rows[0]["x_cublas"]
+    assert rows[-1]["score"] > rows[0]["score"]
     run = report.show_run(store, run_id)
     assert run["fingerprint"]["cublas"] and run["fingerprint"]["sms"] >= 100
 
@@ -164,7 +164,7 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
     cands = shown["candidates"]
     assert [c["proposer"] for c in cands] == ["seed", "llm:scripted", "llm:scripted", "llm:scripted"]
     assert cands[1]["status"] == "kept" and cands[2]["status"] == "kept"
-    assert cands[3]["status"] in ("kept", "reverted") and cands[3]["x_cublas"] > 0.5
+    assert cands[3]["status"] in ("kept", "reverted") and cands[3]["score"] > 0.5
     chain = report.lineage(store, run_id)
-    assert [r["seq"] for r in chain][:3] == [0, 1, 2] and chain[-1]["x_cublas"] > 0.8
+    assert [r["seq"] for r in chain][:3] == [0, 1, 2] and chain[-1]["score"] > 0.8
     assert len(shown["llm_calls"]) == 3 and all(c["error"] is None for c in shown["llm_calls"])

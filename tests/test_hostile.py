@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
+from autodiscovery.evaluate import evaluate
 from harnesses.hopper_gemm import HopperGemmHarness
 
 pytestmark = pytest.mark.gpu
@@ -61,17 +62,7 @@ def harness(build_cache):
 
 
 def outcome(h, source):
-    from autodiscovery.outcome import Outcome
-    from harnesses.hopper_gemm.manifest import ManifestError
-
-    try:
-        h.check(source)
-    except ManifestError as exc:
-        return Outcome("rejected", log=str(exc))
-    build = h.build(source)
-    if not build.ok:
-        return Outcome("compile_error", log=build.log)
-    return h.evaluate(source, build)
+    return evaluate(h, source)[1]  # the path every candidate takes: check, build, evaluate
 
 
 def test_every_hostile_kernel_has_an_expectation():

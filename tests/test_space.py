@@ -7,7 +7,8 @@ from conftest import needs_nvcc
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents import History, Record
-from autodiscovery.agents.search import SearchAgent, canon
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.text import canon
 from autodiscovery.space import Space
 from harnesses.hopper_gemm.build import Builder
 from harnesses.hopper_gemm.manifest import parse, resolve

@@ -1,18 +1,14 @@
-"""Agents propose candidates; the loop builds, gates, measures and keeps or reverts them."""
+"""Agents propose candidates; the loop builds, gates, measures and keeps or reverts them.
+
+What an agent must offer is `autodiscovery.interfaces.Agent`; here are what passes through it.
+"""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from autodiscovery import AutoDiscoveryError
-
-REGISTRY = {
-    "search": "autodiscovery.agents.search:SearchAgent",
-    "llm": "autodiscovery.agents.llm:LlmAgent",
-    "codesign": "autodiscovery.agents.codesign:CodesignAgent",
-}
+from autodiscovery.interfaces import Objective
 
 
 @dataclass
@@ -28,6 +24,8 @@ class Proposal:
     """Why it was refused before compiling (a failed constraint), if it was."""
     llm_calls: list[int] = field(default_factory=list)
     """Ids of the logged LLM calls that led to it."""
+    parent_seq: int | None = None
+    """The candidate it was made from (its source edited, its knobs moved); None: the incumbent."""
 
 
 @dataclass
@@ -55,22 +53,9 @@ class Record:
 class History:
     records: list[Record]
     incumbent: Record | None
+    objective: Objective = field(default_factory=lambda: Objective("× cuBLAS", True, ("ratio", "median")))
+    """What the scores mean and which way is better."""
 
     @property
     def hashes(self) -> set[str]:
         return {r.source_hash for r in self.records}
-
-
-class Agent(Protocol):
-    name: str
-
-    def propose(self, history: History, n: int) -> list[Proposal]:
-        """Up to `n` new proposals given everything tried so far; [] when it has nothing left."""
-        ...
-
-
-def get(name: str):
-    if name not in REGISTRY:
-        raise AutoDiscoveryError(f"unknown agent '{name}' (available: {', '.join(REGISTRY)})")
-    module, _, cls = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)

@@ -17,6 +17,7 @@ import jinja2
 from autodiscovery.agents import History, Proposal, Record
 from autodiscovery.agents import edits
 from autodiscovery.campaign import Campaign, LlmModel
+from autodiscovery.interfaces import AgentBase
 from autodiscovery.llm import Call, LlmClient
 from autodiscovery.store import LlmCall
 
@@ -42,7 +43,7 @@ def score_text(r: Record) -> str:
     return f"{r.score:.3f}× cuBLAS{tflops}"
 
 
-class LlmAgent:
+class LlmAgent(AgentBase):
     name = "llm"
 
     def __init__(self, campaign: Campaign) -> None:
@@ -137,7 +138,7 @@ class LlmAgent:
         p, fp = self.campaign.problem, self.fingerprint
         return {"gpu": fp.get("gpu", "NVIDIA H100/H200"), "cc": fp.get("cc", "9.0"), "sms": fp.get("sms", 132),
                 "l2_bytes": fp.get("l2_bytes", 50 * 2**20), "M": p.M, "N": p.N, "K": p.K,
-                "tolerance": f"{min(self.campaign.harness.tolerance, max(2e-4, self.campaign.harness.tolerance_per_sqrt_k * p.K ** 0.5)):.2g}"}
+                **self.harness.prompt_facts()}
 
     def _system(self) -> str:
         return self.env.get_template("system.j2").render(**self._facts())

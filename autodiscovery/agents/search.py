@@ -13,7 +13,6 @@ walk, and a given `agent.search.seed` gives the same walk.
 
 from __future__ import annotations
 
-import json
 import warnings
 from typing import Any
 
@@ -22,6 +21,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.interfaces import AgentBase
+from autodiscovery.text import canon
 from autodiscovery.campaign import Campaign
 from autodiscovery.space import Family, Space
 
@@ -33,11 +34,7 @@ CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best
 MAX_REJECTED = 0  # constraint rejections recorded per call (each would take budget); invalid draws are skipped
 
 
-def canon(knobs: dict[str, Any]) -> str:
-    return json.dumps(knobs, sort_keys=True)
-
-
-class SearchAgent:
+class SearchAgent(AgentBase):
     name = "search"
 
     def __init__(self, campaign: Campaign) -> None:
@@ -47,6 +44,11 @@ class SearchAgent:
         self.patience = s.knob_patience
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
+
+    def seed_proposal(self, campaign: Campaign) -> Proposal:
+        seed = super().seed_proposal(campaign)
+        seed.family = self.space.family_of_source(seed.source)
+        return seed
 
     # ---- the walk ---------------------------------------------------------------------------
     def propose(self, history: History, n: int) -> list[Proposal]:
@@ -161,17 +163,18 @@ class SearchAgent:
 
     def _knob_proposal(self, fam: Family, knobs: dict[str, Any], history: History) -> Proposal:
         scored = [r for r in history.records if r.family == fam.name and r.score is not None]
-        best = max(scored, key=lambda r: r.score, default=None)
+        best = max(scored, key=lambda r: r.score if history.objective.higher_is_better else -r.score, default=None)
         if best:
             changes = ", ".join(f"{k} {best.knobs[k]}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
             text = (f"Knob move in {fam.name}: {changes} relative to the family's best "
                     f"({best.score:.3g}× cuBLAS); TPE rates this region as promising.")
         else:
             text = f"Knob move in {fam.name}: try {canon(knobs)}; no configuration of it has passed yet."
-        return self._proposal(fam, knobs, text, "knob")
+        return self._proposal(fam, knobs, text, "knob", parent_seq=best.seq if best else None)
 
-    def _proposal(self, fam: Family, knobs: dict[str, Any], text: str, move: str) -> Proposal:
+    def _proposal(self, fam: Family, knobs: dict[str, Any], text: str, move: str,
+                  parent_seq: int | None = None) -> Proposal:
         why = fam.violations(knobs, self.shape)
         source = self.space.render(fam.name, knobs) if not why else ""
         return Proposal(hypothesis=text, source=source, proposer=f"search:{move}", family=fam.name,
-                        knobs=knobs, rejected="; ".join(why) or None)
+                        knobs=knobs, rejected="; ".join(why) or None, parent_seq=parent_seq)

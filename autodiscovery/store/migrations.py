@@ -181,3 +181,12 @@ def m003_run_lease_and_unique_seq(conn: Connection) -> None:
         for seq, cid in enumerate(ids):
             conn.execute(text("UPDATE candidates SET seq = :s WHERE id = :i"), {"s": seq, "i": cid})
     conn.execute(text("CREATE UNIQUE INDEX uq_candidates_run_seq ON candidates (run_id, seq)"))
+
+
+@migration
+def m004_parent_and_incumbent(conn: Connection) -> None:
+    """parent_id becomes the candidate a proposal was made from; the incumbent of the time gets its own
+    column (what parent_id held until now), and refusals become evaluations of kind `check`."""
+    conn.execute(text("ALTER TABLE candidates ADD COLUMN incumbent_id INTEGER REFERENCES candidates(id)"))
+    conn.execute(text("UPDATE candidates SET incumbent_id = parent_id"))
+    conn.execute(text("UPDATE evaluations SET kind = 'check' WHERE status = 'rejected' AND kind = 'benchmark'"))

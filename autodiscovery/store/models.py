@@ -120,6 +120,9 @@ class Candidate(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
     seq: Mapped[int] = mapped_column(Integer)
     parent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), default=None)
+    """The candidate this one was made from (edited, its knobs moved)."""
+    incumbent_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), default=None)
+    """The run's best when this one was proposed."""
     hypothesis: Mapped[str] = mapped_column(Text, default="")
     proposer: Mapped[str] = mapped_column(String(200), default="")
     family: Mapped[str | None] = mapped_column(String(100), default=None)
@@ -131,7 +134,7 @@ class Candidate(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
 
     run: Mapped[Run] = relationship(back_populates="candidates", foreign_keys=[run_id])
-    parent: Mapped[Candidate | None] = relationship(remote_side=[id])
+    parent: Mapped[Candidate | None] = relationship(remote_side=[id], foreign_keys=[parent_id])
     build: Mapped[Build | None] = relationship()
     evaluations: Mapped[list[Evaluation]] = relationship(
         back_populates="candidate", order_by="Evaluation.id", foreign_keys="Evaluation.candidate_id"
@@ -156,7 +159,7 @@ class Evaluation(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     candidate_id: Mapped[int] = mapped_column(ForeignKey("candidates.id"), index=True)
-    kind: Mapped[str] = mapped_column(String(20), default="benchmark")  # benchmark | head_to_head | replay
+    kind: Mapped[str] = mapped_column(String(20), default="benchmark")  # check | benchmark | head_to_head | ladder
     against_id: Mapped[int | None] = mapped_column(ForeignKey("candidates.id"), default=None)
     status: Mapped[str] = mapped_column(String(20))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from autodiscovery.campaign import AccelsimSettings
+from harnesses.accelsim.settings import Settings as AccelsimSettings
 
 
 @dataclass

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
-from autodiscovery.outcome import Outcome
+from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.text import first_line
 from autodiscovery.proc import tethered
 from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError, nvcc_version
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
+from harnesses.hopper_gemm.settings import Settings, relative_tolerance
 
 __all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "ToolchainError"]
 
@@ -37,8 +39,10 @@ class DeviceLost(HarnessError):
     """The GPU stopped answering: no evaluation can be trusted until it is back."""
 
 
-class HopperGemmHarness:
+class HopperGemmHarness(HarnessBase):
     name = "hopper_gemm"
+    Settings = Settings
+    objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"))
 
     def __init__(self, campaign: Campaign) -> None:
         self.settings = campaign.harness
@@ -46,6 +50,7 @@ class HopperGemmHarness:
         cache = Path(self.settings.cache_dir)
         self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
                                self.settings.nvcc_flags, self.settings.arch)
+        self.build_workers = self.settings.build_workers
         self.sms = 132
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
@@ -99,6 +104,21 @@ class HopperGemmHarness:
         if out.metrics.get("gpu") != self.device:
             return f"the GPU is now {out.metrics.get('gpu')}, not {self.device}"
         return None
+
+    def prompt_facts(self) -> dict:
+        p = self.problem
+        return {"tolerance": f"{relative_tolerance(self.settings.tolerance, self.settings.tolerance_per_sqrt_k, p.K):.2g}"}
+
+    @staticmethod
+    def doctor(settings: Settings) -> list[tuple[str, str | None, str]]:
+        import ctypes.util
+
+        try:
+            nv = nvcc_version(settings.nvcc)
+        except ToolchainError:
+            nv = None
+        return [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH"),
+                ("NVIDIA driver (libcuda)", ctypes.util.find_library("cuda"), "install the NVIDIA driver")]
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Launch:
@@ -172,7 +192,8 @@ class HopperGemmHarness:
         metrics = result.get("metrics", {})
         metrics["eval_wall_s"] = seconds
         log = "\n".join(filter(None, [result.get("log", ""), _tail(output)]))
-        return Outcome(result["status"], metrics, log, seconds, metrics.get("device", self.device))
+        score = self.objective.read(metrics) if result["status"] == "ok" else None
+        return Outcome(result["status"], metrics, log, seconds, metrics.get("device", self.device), score)
 
 
 def _tail(text: str | None, lines: int = 40) -> str:
@@ -180,7 +201,4 @@ def _tail(text: str | None, lines: int = 40) -> str:
 
 
 def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return "unknown error"
+    return first_line(text) or "unknown error"

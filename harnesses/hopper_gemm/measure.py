@@ -24,6 +24,7 @@ import cupy as cp
 import numpy as np
 
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Helpers, Kernel
+from harnesses.hopper_gemm.settings import relative_tolerance
 
 DISTRIBUTIONS = ("uniform", "normal", "wide", "blocks", "halves")  # see bench_kernels.cu
 # Timed launches draw uniform [-1, 1) inputs, every one fresh; the gate draws from all five. The
@@ -70,8 +71,7 @@ class Tolerance:
 
     @classmethod
     def of(cls, settings: dict, K: int) -> Tolerance:
-        scaled = max(2e-4, settings["tolerance_per_sqrt_k"] * math.sqrt(K))
-        rel = min(settings["tolerance"], scaled)
+        rel = relative_tolerance(settings["tolerance"], settings["tolerance_per_sqrt_k"], K)
         why = (f"{rel:.3g} (for K = {K}: {settings['tolerance_per_sqrt_k']:g} × √K; honest fp32 accumulation "
                "stays an order of magnitude under it)" if rel < settings["tolerance"] else f"{rel:g}")
         return cls(rel, 5 * settings["tolerance"], why)

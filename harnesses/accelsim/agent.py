@@ -8,7 +8,6 @@ candidate's knobs say its phase, kernel and architecture, so the walk rebuilds i
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -19,6 +18,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.interfaces import AgentBase
+from autodiscovery.text import canon
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
 from autodiscovery.space import Family
 from harnesses.accelsim.arch import Architecture, block
@@ -27,11 +28,7 @@ from harnesses.accelsim.model import predict
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def canon(d: dict) -> str:
-    return json.dumps(d, sort_keys=True)
-
-
-class CodesignAgent:
+class CodesignAgent(AgentBase):
     name = "codesign"
     exhausted_reason = "all phases done (A baseline, B kernel, C model check, D architecture, E cross)"
 
@@ -45,7 +42,7 @@ class CodesignAgent:
         self.phases, self.seed = s.phases, s.seed
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
-        self.batch = getattr(campaign.harness, "parallel", 1) or os.cpu_count() or 1
+        self.batch = campaign.harness.parallel or os.cpu_count() or 1
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
@@ -59,12 +56,13 @@ class CodesignAgent:
         return Proposal(f"Phase {phase}: {text}", source, f"codesign:{phase}", "wmma",
                         {"phase": phase, "kernel": kernel, "arch": arch}, rejected="; ".join(why) or None)
 
-    def seed_proposal(self) -> Proposal:
+    def seed_proposal(self, campaign: Campaign | None = None) -> Proposal:
         return self.proposal("A", dict(self.kernel.default), dict(self.arch.default),
                              "the baseline kernel on the stock 32-SM architecture")
 
     # ---- the phases -------------------------------------------------------------------------------
     def propose(self, history: History, n: int) -> list[Proposal]:
+        self.objective = history.objective
         recs = [r for r in history.records if r.knobs.get("phase")]
         by = {p: [r for r in recs if r.knobs["phase"] == p] for p in "ABCDE"}
         done = {(canon(r.knobs["kernel"]), canon(r.knobs["arch"])) for r in recs}
@@ -82,7 +80,8 @@ class CodesignAgent:
         return self._cross(by, done, n)
 
     def _best(self, recs: list[Record], part: str, k: int = 1) -> Any:
-        scored = sorted((r for r in recs if r.score is not None), key=lambda r: -r.score)
+        sign = -1 if self.objective.higher_is_better else 1  # best first
+        scored = sorted((r for r in recs if r.score is not None), key=lambda r: sign * r.score)
         picks, seen = [], set()
         for r in scored:
             if canon(r.knobs[part]) not in seen:
@@ -92,7 +91,8 @@ class CodesignAgent:
 
     def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int, pair, done) -> list[Proposal]:
         dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
-        study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(
+        direction = "maximize" if self.objective.higher_is_better else "minimize"
+        study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(
             seed=self.seed + len(history), n_startup_trials=4, constant_liar=True))
         for knobs, r in history:
             if set(knobs) == set(dists) and all(knobs[k] in dists[k].choices for k in knobs):

@@ -1,0 +1,32 @@
+"""One path from a candidate's source to its outcome: check, build, evaluate. The loop, the ladder and
+`measure` all go through it, so a candidate is judged the same way wherever it comes from."""
+
+from __future__ import annotations
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.build import BuildReport
+from autodiscovery.interfaces import Harness, Outcome
+
+
+def screen(harness: Harness, source: str) -> Outcome | None:
+    """A `rejected` outcome, with the reason, for a candidate the problem cannot take; else None."""
+    try:
+        harness.check(source)
+    except AutoDiscoveryError as exc:
+        return Outcome("rejected", log=str(exc))
+    return None
+
+
+def assess(harness: Harness, source: str, build: BuildReport) -> Outcome:
+    """The outcome of a candidate already built (a failed build is its own outcome)."""
+    if not build.ok:
+        return Outcome("compile_error", log=build.log)
+    return harness.evaluate(source, build)
+
+
+def evaluate(harness: Harness, source: str) -> tuple[BuildReport | None, Outcome]:
+    """Check, build and evaluate one candidate."""
+    if (refused := screen(harness, source)) is not None:
+        return None, refused
+    build = harness.build(source)
+    return build, assess(harness, source, build)

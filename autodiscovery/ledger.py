@@ -1,0 +1,193 @@
+"""One run's records, as the loop reads and writes them: every write is one committed step."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from sqlalchemy import func, select, update
+
+from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.build import BuildReport
+from autodiscovery.interfaces import Objective, Outcome
+from autodiscovery.store import Build, Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store.models import utcnow
+
+FAILED = {"compile_error", "incorrect", "timeout", "crashed"}
+CUT_OFF = "cut off: the run stopped before this evaluation finished; it is done again on resume"
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def counted(status: str) -> bool:
+    """Whether a candidate counts against the budget and patience: every proposal that was processed."""
+    return status != "proposed"
+
+
+def score_of(cand: Candidate, objective: Objective) -> float | None:
+    ev = cand.measurement
+    return objective.read(ev.metrics) if ev is not None and ev.status == "ok" else None
+
+
+def record_of(cand: Candidate, objective: Objective) -> Record:
+    ev = cand.measurement or (cand.evaluations[-1] if cand.evaluations else None)
+    b = cand.build
+    facts = {k: getattr(b, k) for k in ("registers", "spill_stores", "spill_loads", "stack")} if b else {}
+    tflops = ev.metrics.get("tflops", {}).get("candidate") if ev is not None and ev.status == "ok" else None
+    return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status,
+                  score=score_of(cand, objective), kept=cand.status == "kept", source_hash=cand.source_hash,
+                  hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
+                  build=facts, tflops=tflops)
+
+
+class Ledger:
+    def __init__(self, store: Store, run_id: int, objective: Objective, elapsed: Callable[[], float]) -> None:
+        self.store, self.run_id, self.objective, self.elapsed = store, run_id, objective, elapsed
+
+    # ---- reading ------------------------------------------------------------------------------
+    def candidates(self) -> list[Candidate]:
+        with self.store.session() as s:
+            cands = list(s.scalars(select(Candidate).where(Candidate.run_id == self.run_id).order_by(Candidate.seq)))
+            for c in cands:
+                _ = c.evaluations, c.decision, c.build  # load while the session is open
+            return cands
+
+    def candidate(self, cand_id: int) -> Candidate:
+        with self.store.session() as s:
+            c = s.get(Candidate, cand_id)
+            _ = c.evaluations, c.build, c.decision
+            return c
+
+    def history(self) -> History:
+        cands = self.candidates()
+        with self.store.session() as s:
+            best_id = Run.find(s, self.run_id).best_candidate_id
+        records = [record_of(c, self.objective) for c in cands]
+        incumbent = next((r for c, r in zip(cands, records) if c.id == best_id), None)
+        return History(records, incumbent, self.objective)
+
+    def incumbent(self) -> Candidate | None:
+        with self.store.session() as s:
+            run = Run.find(s, self.run_id)
+            inc = s.get(Candidate, run.best_candidate_id) if run.best_candidate_id else None
+            if inc is not None:
+                _ = inc.evaluations
+            return inc
+
+    def llm_usage(self) -> tuple[int, float]:
+        with self.store.session() as s:
+            tokens, cost = s.execute(
+                select(func.coalesce(func.sum(LlmCall.input_tokens), 0) + func.coalesce(func.sum(LlmCall.output_tokens), 0),
+                       func.coalesce(func.sum(LlmCall.cost), 0.0)).where(LlmCall.run_id == self.run_id)
+            ).one()
+        return int(tokens), float(cost)
+
+    # ---- writing ------------------------------------------------------------------------------
+    def touch(self, s) -> None:
+        """Keep the time spent and the lease's heartbeat current, in the same commit as the step."""
+        run = Run.find(s, self.run_id)
+        run.elapsed_s, run.updated_at, run.heartbeat_at = self.elapsed(), utcnow(), utcnow()
+
+    def add(self, proposals: list[Proposal]) -> list[Candidate]:
+        """Record proposals as candidates (refused ones with their reason), in one commit."""
+        out = []
+        with self.store.session() as s:
+            run = Run.find(s, self.run_id)
+            seq = s.scalar(select(func.count()).where(Candidate.run_id == self.run_id))
+            by_seq = dict(s.execute(select(Candidate.seq, Candidate.id).where(Candidate.run_id == self.run_id)).all())
+            for p in proposals:
+                parent = by_seq.get(p.parent_seq, run.best_candidate_id) if p.parent_seq is not None \
+                    else run.best_candidate_id
+                cand = Candidate(run_id=self.run_id, seq=seq, parent_id=parent, incumbent_id=run.best_candidate_id,
+                                 hypothesis=p.hypothesis, proposer=p.proposer, family=p.family, knobs=p.knobs,
+                                 source=p.source, source_hash=source_hash(p.source),
+                                 status="rejected" if p.rejected else "proposed")
+                s.add(cand)
+                s.flush()
+                for call_id in p.llm_calls:
+                    s.get(LlmCall, call_id).candidate_id = cand.id
+                if p.rejected:
+                    s.add(Evaluation(candidate_id=cand.id, kind="check", status="rejected", log=p.rejected))
+                out.append(cand)
+                seq += 1
+            self.touch(s)
+        return out
+
+    def reject(self, cand_id: int, reason: str) -> None:
+        with self.store.session() as s:
+            s.add(Evaluation(candidate_id=cand_id, kind="check", status="rejected", log=reason))
+            s.get(Candidate, cand_id).status = "rejected"
+            self.touch(s)
+
+    def record_build(self, build: BuildReport) -> int | None:
+        if build is None or not build.cache_key:
+            return None
+        with self.store.session() as s:
+            return Build.record(s, build.facts()).id
+
+    def begin(self, cand_id: int, kind: str, against: int | None = None) -> int:
+        """An evaluation row marked running: if the process dies now, resume finds it and redoes it."""
+        with self.store.session() as s:
+            ev = Evaluation(candidate_id=cand_id, kind=kind, against_id=against, status="running")
+            s.add(ev)
+            s.flush()
+            return ev.id
+
+    def finish(self, eval_id: int | None, cand_id: int, kind: str, outcome: Outcome, against: int | None = None,
+               status: str | None = None, build_id: int | None = None) -> None:
+        """The evaluation's result; with `status`, the candidate's new status in the same commit."""
+        with self.store.session() as s:
+            ev = s.get(Evaluation, eval_id) if eval_id is not None else None
+            if ev is None:
+                ev = Evaluation(candidate_id=cand_id, kind=kind, against_id=against)
+                s.add(ev)
+            ev.status, ev.metrics, ev.log = outcome.status, outcome.metrics, outcome.log
+            ev.device, ev.seconds, ev.created_at = outcome.device, outcome.seconds, utcnow()
+            if status is not None:
+                c = s.get(Candidate, cand_id)
+                c.status, c.build_id = status, build_id if build_id is not None else c.build_id
+
+    def decide(self, cand_id: int, incumbent_id: int | None, verdict: str, reason: str, measured: bool) -> None:
+        with self.store.session() as s:
+            s.add(Decision(run_id=self.run_id, candidate_id=cand_id, incumbent_id=incumbent_id, verdict=verdict,
+                           reason=reason))
+            if measured:
+                s.get(Candidate, cand_id).status = "kept" if verdict == "keep" else "reverted"
+            if verdict == "keep":
+                Run.find(s, self.run_id).best_candidate_id = cand_id
+            self.touch(s)
+
+    def built(self, cand_id: int, build_id: int | None) -> None:
+        """Dry runs: the candidate compiled; it is recorded as built, never measured or decided."""
+        with self.store.session() as s:
+            c = s.get(Candidate, cand_id)
+            c.build_id, c.status = build_id, "built"
+            run = Run.find(s, self.run_id)
+            if run.best_candidate_id is None:
+                run.best_candidate_id = c.id  # the seed stays the base the agent edits
+            self.touch(s)
+
+    def mark_cut_off(self, s) -> None:
+        ids = select(Candidate.id).where(Candidate.run_id == self.run_id)
+        s.execute(update(Evaluation).where(Evaluation.candidate_id.in_(ids), Evaluation.status == "running")
+                  .values(status="interrupted", log=CUT_OFF))
+
+    def open(self, owner: str, claim) -> Run:
+        with self.store.session() as s:
+            run = Run.find(s, self.run_id)
+            claim(s, run, owner)
+            run.status, run.stop_reason = "running", None
+            self.mark_cut_off(s)
+            _ = run.candidates
+            return run
+
+    def close(self, status: str, reason: str, owner: str | None) -> None:
+        with self.store.session() as s:
+            self.mark_cut_off(s)
+            run = Run.find(s, self.run_id)
+            run.status, run.stop_reason = status, reason
+            run.elapsed_s, run.updated_at = self.elapsed(), utcnow()
+            if run.owner == owner:
+                run.owner = None

@@ -1,0 +1,46 @@
+"""Where the harnesses and agents live: a name for each that ships, or any `module:Class`.
+
+Core code names harnesses and agents only here, as strings, and imports one only when a campaign asks
+for it; a harness kept anywhere on the Python path runs with `harness: {name: "package.module:Class"}`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from autodiscovery import AutoDiscoveryError
+
+HARNESSES = {
+    "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
+    "accelsim": "harnesses.accelsim:AccelsimHarness",
+}
+AGENTS = {
+    "search": "autodiscovery.agents.search:SearchAgent",
+    "llm": "autodiscovery.agents.llm:LlmAgent",
+    "codesign": "harnesses.accelsim.agent:CodesignAgent",
+}
+
+
+class RegistryError(AutoDiscoveryError):
+    pass
+
+
+def _load(kind: str, name: str, table: dict[str, str]) -> type:
+    spec = table.get(name, name)
+    if ":" not in spec:
+        raise RegistryError(f"unknown {kind} '{name}' (available: {', '.join(table)}, or module:Class)")
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"{kind} '{name}' cannot be loaded from {spec}: {exc}") from None
+
+
+def harness(name: str) -> type:
+    """The harness class named in a campaign's `harness.name`."""
+    return _load("harness", name, HARNESSES)
+
+
+def agent(name: str) -> type:
+    """The agent class named in a campaign's `agent.kind`."""
+    return _load("agent", name, AGENTS)

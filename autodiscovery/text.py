@@ -1,0 +1,16 @@
+"""Small text helpers shared by the loop, the agents and the harnesses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def first_line(text: str | None) -> str:
+    """The first non-blank line, stripped ('' if there is none)."""
+    return next((line.strip() for line in (text or "").splitlines() if line.strip()), "")
+
+
+def canon(knobs: dict[str, Any]) -> str:
+    """One string per set of knob values, whatever their order."""
+    return json.dumps(knobs, sort_keys=True)

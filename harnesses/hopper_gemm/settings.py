@@ -1,0 +1,55 @@
+"""The `harness:` section of a hopper_gemm campaign."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field
+
+from autodiscovery.campaign import Strict
+
+
+def relative_tolerance(tolerance: float, per_sqrt_k: float, K: int) -> float:
+    """The relative error an output may have at this K: it grows with √K as honest fp32 error does."""
+    return min(tolerance, max(2e-4, per_sqrt_k * math.sqrt(K)))
+
+
+class Settings(Strict):
+    """The hopper_gemm harness: BF16 GEMM kernels built for sm_90a, checked and timed against cuBLAS."""
+
+    name: Literal["hopper_gemm"] = "hopper_gemm"
+    """Which harness evaluates the candidates."""
+    tolerance: float = Field(1e-2, gt=0, le=0.1)
+    """Largest relative error ‖C − C_cuBLAS‖ / ‖C_cuBLAS‖ accepted (and 5× this for the largest element)."""
+    tolerance_per_sqrt_k: float = Field(2e-5, gt=0, le=1e-3)
+    """The relative error may also be at most this × √K (at least 2e-4): honest fp32 accumulation errs
+    about 2.4e-6 × √K on these inputs, fp16 accumulation 10× more, whatever the data looks like."""
+    gate_draws: int = Field(5, ge=5, le=40)
+    """Launches the gate checks before timing, each on fresh inputs, cycling through the distributions:
+    uniform, normal, a wide dynamic range, and two of large offsets that cancel (in blocks, in halves)."""
+    baseline: Literal["gemmex", "best_lt"] = "gemmex"
+    """The cuBLAS the candidates are timed against: cublasGemmEx's default algorithm, or the fastest of
+    cuBLASLt's top heuristic algorithms for the shape (32 MiB workspace), chosen once per shape."""
+    warmup_ms: float = Field(200.0, ge=0)
+    """Untimed launches, alternating between the kernels, for about this long before timing."""
+    repetitions: int = Field(40, ge=10)
+    """Timed pairs of samples (candidate, cuBLAS), interleaved in alternating order."""
+    sample_ms: float = Field(2.0, gt=0)
+    """Each timed sample repeats launches until it lasts about this long."""
+    timing_budget_s: float = Field(4.0, gt=0)
+    """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
+    confidence: float = Field(0.95, gt=0.5, lt=1.0)
+    """Confidence level of the interval on the median ratio."""
+    timeout_s: float = Field(120.0, gt=0)
+    """Hard limit for one evaluation's child process (the child is killed after it)."""
+    nvcc: str = "nvcc"
+    """The CUDA compiler: a name on PATH or a path."""
+    nvcc_flags: list[str] = ["-O3", "-std=c++17"]
+    """Flags for every build, besides the target and the report flags."""
+    arch: str = "sm_90a"
+    """Target; built as -gencode arch=compute_XX,code=sm_XX."""
+    build_workers: int = Field(0, ge=0)
+    """Parallel nvcc builds (0: one per CPU core)."""
+    cache_dir: str = "runs/cache"
+    """Where cubins and build reports are kept, keyed by source, compiler, flags and arch."""
