@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -114,11 +114,19 @@ class CodesignAgentSettings(Strict):
 
 
 class AgentSettings(Strict):
-    kind: Literal["search", "llm", "codesign"] = "search"
-    """Which agent proposes candidates."""
+    kind: str = "search"
+    """Which agent proposes candidates: search, llm, codesign, or any `module:Class`."""
     search: SearchAgentSettings = SearchAgentSettings()
     llm: LlmAgentSettings = LlmAgentSettings()
     codesign: CodesignAgentSettings = CodesignAgentSettings()
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, kind: str) -> str:
+        from autodiscovery import registry
+
+        registry.agent(kind)  # raises with the names there are
+        return kind
 
     @model_validator(mode="after")
     def _llm_has_a_model(self) -> AgentSettings:

@@ -65,7 +65,7 @@ class LiveDisplay:
         metrics = outcome.metrics if outcome is not None else {}
         tflops = metrics.get("tflops", {}).get("candidate")
         score = outcome.score if outcome is not None and outcome.status == "ok" else None
-        regs = cand.build.registers if getattr(cand, "build", None) is not None else None
+        regs = cand.build.registers if cand.build is not None else None
         status = cand.status
         style = STATUS_STYLE.get(status, "")
         self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",

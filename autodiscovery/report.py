@@ -28,7 +28,8 @@ def harness_of(run: Run) -> type | None:
 
 
 def objective_of(run: Run) -> Objective:
-    return getattr(harness_of(run), "objective", UNKNOWN)
+    cls = harness_of(run)
+    return cls.objective if cls is not None else UNKNOWN
 
 
 def objective_name(store: Store, run_id: int) -> str:

@@ -249,3 +249,36 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
     assert table == {"A": 35422, "B": 28773, "C": 41555, "D": 26265, "E": 23977}
     walked = [x["knobs"]["phase"] for x in report.show_run(store, 1)["candidates"] if x["status"] != "rejected"]
     assert len(walked) == len(data["results"])  # every simulation of the walk was recorded
+
+
+def test_a_co_design_run_speaks_in_cycles(tmp_path):
+    """Its lineage, its decisions and `runs` give cycles, fewer being better; never × cuBLAS."""
+    import json
+
+    from replay import SimReplay
+    from sqlalchemy import select
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+    from autodiscovery.loop import Loop
+    from autodiscovery.store import Decision, Store
+
+    data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
+    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
+                for r in data["results"]}
+    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    db = tmp_path / "cycles.db"
+    Loop(c, Store(db), SimReplay(recorded=recorded), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    chain = json.loads(CliRunner().invoke(app, ["lineage", "1", "--json", "--db", str(db)]).output)
+    cycles = [r["score"] for r in chain]
+    assert cycles[0] == 35422 and cycles[-1] == 23977 and cycles == sorted(cycles, reverse=True)
+    assert all(r["score_text"] == f"{r['score']} cycles" for r in chain)
+    with Store(db).session() as s:
+        reasons = [d.reason for d in s.scalars(select(Decision))]
+    assert reasons[0] == "first candidate to pass the gate (35422 cycles)"
+    assert any("cycles does not beat the incumbent's" in r for r in reasons)
+    assert not any("cuBLAS" in r for r in reasons)
+    rows = json.loads(CliRunner().invoke(app, ["runs", "--json", "--db", str(db)]).output)
+    assert rows[0]["objective"] == "cycles" and rows[0]["best_text"] == "23977 cycles"
+    out = CliRunner().invoke(app, ["lineage", "1", "--db", str(db)]).output
+    assert "cuBLAS" not in out

@@ -132,7 +132,7 @@ class SearchAgent(AgentBase):
         known: dict[str, float | None] = {}
         for r in [*history.records, *pending]:
             knobs = r.knobs
-            if getattr(r, "family", None) != fam.name or set(knobs) != set(dists):
+            if r.family != fam.name or set(knobs) != set(dists):
                 continue
             if any(knobs[k] not in dists[k].choices for k in knobs):
                 continue
