@@ -86,11 +86,12 @@ class LlmAgent(AgentBase):
         messages = [{"role": "system", "content": self._system()},
                     {"role": "user", "content": self._prompt(history, incumbent)}]
         calls: list[int] = []
-        source, hypothesis, failure = incumbent.source, "", ""
+        source, hypothesis, failure, rewritten = incumbent.source, "", "", False
         for _turn in range(self.settings.reflections + 1):
             reply, ids = self.client.chat(model, messages)
             calls += [i for i in ids if i is not None]
             parsed = edits.parse(reply)
+            rewritten = rewritten or parsed.whole is not None
             hypothesis = parsed.hypothesis or hypothesis
             result = edits.apply(source, parsed)
             source = result.source  # blocks that applied stay applied
@@ -105,8 +106,10 @@ class LlmAgent(AgentBase):
             return Proposal(hypothesis or "(no hypothesis)", "", proposer, rejected=f"no usable edit: {failure}",
                             llm_calls=calls)
         source = self._repair(model, messages, source, calls)
-        return Proposal(hypothesis or "(no hypothesis stated)", source, proposer, family=incumbent.family,
-                        llm_calls=calls)
+        # An edit keeps the incumbent's family; a whole new kernel is a rewrite, whatever it was made from.
+        return Proposal(hypothesis or "(no hypothesis stated)", source, proposer,
+                        family="rewrite" if rewritten else incumbent.family, llm_calls=calls,
+                        parent_seq=incumbent.seq)
 
     def _repair(self, model: LlmModel, messages: list[dict], source: str, calls: list[int]) -> str:
         """Give a candidate that does not build (or declares a bad launch) a turn to fix itself."""

@@ -13,21 +13,13 @@ walk, and a given `agent.search.seed` gives the same walk.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-import optuna
-from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState, create_trial
-
-from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.agents import History, Proposal, Record, tpe
 from autodiscovery.interfaces import AgentBase
 from autodiscovery.text import canon
 from autodiscovery.campaign import Campaign
 from autodiscovery.space import Family, Space
-
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
 CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best is within 10% of it
@@ -124,35 +116,16 @@ class SearchAgent(AgentBase):
     # ---- knob moves -------------------------------------------------------------------------
     def knob_move(self, fam: Family, history: History, pending: list[Proposal],
                   tried: set[tuple[str | None, str]], record_rejections: bool = True) -> Proposal | None:
-        dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
-        sampler = optuna.samplers.TPESampler(
-            seed=self.seed + len(history.records) + len(pending), n_startup_trials=4, constant_liar=True
-        )
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        known: dict[str, float | None] = {}
-        for r in [*history.records, *pending]:
-            knobs = r.knobs
-            if r.family != fam.name or set(knobs) != set(dists):
-                continue
-            if any(knobs[k] not in dists[k].choices for k in knobs):
-                continue
-            score = r.score if isinstance(r, Record) else None
-            known[canon(knobs)] = score
-            study.add_trial(create_trial(
-                params=knobs, distributions=dists,
-                **({"value": score} if score is not None else {"state": TrialState.FAIL}),
-            ))
-        for _ in range(MAX_ASKS):
-            trial = study.ask(dists)
-            knobs = {k: trial.params[k] for k in fam.knobs}
-            key = canon(knobs)
-            if (fam.name, key) in tried:
-                score = known.get(key)
-                study.tell(trial, score, state=TrialState.COMPLETE if score is not None else TrialState.FAIL)
-                continue
+        points = [(r.knobs, r.score if isinstance(r, Record) else None)
+                  for r in [*history.records, *pending] if r.family == fam.name]
+        study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
+                                 history.objective.higher_is_better)
+        seen = {canon(knobs): score for knobs, score in points}
+        seen |= {key: None for f, key in tried if f == fam.name and key not in seen}
+        for trial, knobs in tpe.untried(study, dists, seen, MAX_ASKS):
             if fam.violations(knobs, self.shape) and not record_rejections:
-                tried.add((fam.name, key))
-                study.tell(trial, state=TrialState.FAIL)
+                tried.add((fam.name, canon(knobs)))
+                tpe.tell(study, trial, None)
                 continue
             return self._knob_proposal(fam, knobs, history)
         # TPE keeps landing on tried or invalid points: fall back to the first untried valid one.

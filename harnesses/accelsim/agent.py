@@ -12,12 +12,9 @@ import os
 from typing import Any
 
 import jinja2
-import optuna
 import yaml
-from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState, create_trial
 
-from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.agents import History, Proposal, Record, tpe
 from autodiscovery.interfaces import AgentBase
 from autodiscovery.text import canon
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
@@ -25,7 +22,6 @@ from autodiscovery.space import Family
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.model import predict
 
-optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 class CodesignAgent(AgentBase):
@@ -90,28 +86,21 @@ class CodesignAgent(AgentBase):
         return picks[:k] if k > 1 else (picks[0] if picks else None)
 
     def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int, pair, done) -> list[Proposal]:
-        dists = {k: CategoricalDistribution(v) for k, v in fam.knobs.items()}
-        direction = "maximize" if self.objective.higher_is_better else "minimize"
-        study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(
-            seed=self.seed + len(history), n_startup_trials=4, constant_liar=True))
-        for knobs, r in history:
-            if set(knobs) == set(dists) and all(knobs[k] in dists[k].choices for k in knobs):
-                study.add_trial(create_trial(params=knobs, distributions=dists, **(
-                    {"value": r.score} if r.score is not None else {"state": TrialState.FAIL})))
+        study, dists = tpe.study(fam.knobs, [(knobs, r.score) for knobs, r in history], self.seed + len(history),
+                                 self.objective.higher_is_better)
+        key = lambda knobs: canon(dict(zip(("kernel", "arch"), pair(knobs))))  # noqa: E731
+        seen = {key(knobs): r.score for knobs, r in history}
         out: list[Proposal] = []
-        for _ in range(200):
+        for trial, knobs in tpe.untried(study, dists, seen, 200, key):
             if len(out) >= n:
                 break
-            trial = study.ask(dists)
-            knobs = {k: trial.params[k] for k in fam.knobs}
             kernel, arch = pair(knobs)
-            key = (canon(kernel), canon(arch))
-            invalid = fam.violations(knobs, self.shape if fam is self.kernel else {})
-            if key in done or invalid:
-                study.tell(trial, state=TrialState.FAIL)
-                done.add(key)
+            pair_key = (canon(kernel), canon(arch))
+            if pair_key in done or fam.violations(knobs, self.shape if fam is self.kernel else {}):
+                tpe.tell(study, trial, None)
+                done.add(pair_key)
                 continue
-            done.add(key)
+            done.add(pair_key)
             what = "kernel" if fam is self.kernel else "architecture"
             frozen = "architecture frozen at stock" if fam is self.kernel else "the best kernel frozen"
             changes = ", ".join(f"{k}={v}" for k, v in knobs.items() if fam.default.get(k) != v) or "defaults"
