@@ -84,7 +84,7 @@ def test_checked_timing_agrees_with_plain_timing_on_an_honest_kernel(harness):
 
         nsets = max(2, math.ceil(3 * info.l2_bytes / (2 * (M + N) * K)))
         sets = [(bf16(M, K), bf16(N, K), cp.empty((M, N), cp.uint16)) for _ in range(nsets)]
-        kernel = Kernel(build.cubin, harness.check(src).model_dump(), stream, info)
+        kernel = Kernel(build.artifact, harness.check(src).model_dump(), stream, info)
         params = [kernel.bind(*s) for s in sets]
         cublas = Cublas(stream)
         runs = [lambda i: kernel(params[i]), lambda i: cublas.gemm(*sets[i])]
