@@ -110,3 +110,23 @@ def test_close_families_take_turns_after_patience():
     turn = agent.propose(History([seed, low, best, *tried], best), 2)
     assert [p.family for p in turn] == [below, below]  # then the close one's round
     assert agent.propose(History([seed, low, best, *tried], best), 2) == turn  # the same walk again
+
+
+@needs_nvcc
+def test_a_sample_of_valid_configurations_compiles_without_spills(space, tmp_path):
+    """Constraints let through only what builds: two valid configurations a family, drawn with a seed."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(7)
+    builder = Builder(tmp_path)
+    picks = []
+    for fam in space.ladder():
+        if fam.knobs:
+            valid = [k for k in fam.configurations() if not fam.violations(k, SHAPE) and k != fam.default]
+            picks += [(fam.name, k) for k in rng.sample(valid, 2)]
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(lambda p: builder.build(space.render(*p), "gemm"), picks))
+    for (name, knobs), report in zip(picks, reports):
+        assert report.ok, f"{name} {knobs}: {report.log[-1500:]}"
+        assert report.spill_stores == 0 and report.spill_loads == 0, f"{name} {knobs} spills"
