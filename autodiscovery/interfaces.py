@@ -144,13 +144,13 @@ class HarnessBase:
         pass
 
     @staticmethod
-    def summary(store: Store, run_id: int) -> Any:
-        """Something Rich can print after `run` and in `report` (a table), or None."""
+    def summary_data(store: Store, run_id: int) -> dict | None:
+        """What the harness adds to a run's report, as data (`report --json`), or None."""
         return None
 
     @staticmethod
-    def summary_data(store: Store, run_id: int) -> dict | None:
-        """The same as data, for `report --json`."""
+    def summary(run_id: int, data: dict) -> Any:
+        """`summary_data` as something Rich can print after `run` and in `report` (a table)."""
         return None
 
     @staticmethod

@@ -108,7 +108,8 @@ def summary(store: Store, run_id: int) -> tuple[object, dict | None]:
         cls = harness_of(_run(s, run_id))
     if cls is None:
         return None, None
-    return cls.summary(store, run_id), cls.summary_data(store, run_id)
+    data = cls.summary_data(store, run_id)
+    return (cls.summary(run_id, data) if data else None), data
 
 
 def show_candidate(store: Store, run_id: int, seq: int) -> dict:

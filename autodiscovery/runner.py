@@ -6,7 +6,7 @@ import os
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import Campaign, apply_override, load, validate
-from autodiscovery.evaluate import evaluate
+from autodiscovery.evaluate import assess
 from autodiscovery.loop import Display, Loop, Quiet, Stop
 from autodiscovery.store import Run, Store
 from autodiscovery.store.models import utcnow
@@ -109,7 +109,7 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     build = harness.build(source)
     if not build.ok:
         raise AutoDiscoveryError(f"{kernel} does not compile: {build.log.splitlines()[0] if build.log else ''}")
-    return [evaluate(harness, source)[1] for _ in range(repeat)]
+    return [assess(harness, source, build) for _ in range(repeat)]
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

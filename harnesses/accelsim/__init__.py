@@ -207,13 +207,12 @@ class AccelsimHarness(HarnessBase):
 
     # ---- what the CLI shows of a co-design run ----------------------------------------------------
     @staticmethod
-    def summary(store, run_id: int):
-        data = report.phases(store, run_id)
-        return report.phases_table(run_id, data) if data else None
-
-    @staticmethod
     def summary_data(store, run_id: int) -> dict | None:
         return report.phases(store, run_id)
+
+    @staticmethod
+    def summary(run_id: int, data: dict):
+        return report.phases_table(run_id, data)
 
     @staticmethod
     def doctor(settings: Settings) -> list[tuple[str, str | None, str]]:

@@ -54,6 +54,7 @@ class HopperGemmHarness(HarnessBase):
         self.sms = 132
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
+        self._helpers: str | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -90,11 +91,13 @@ class HopperGemmHarness(HarnessBase):
         self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
 
     def helpers(self) -> str:
-        """The cubin of the harness's own kernels (input draws, checks), built like a candidate."""
-        report = self.builder.build(HELPERS.read_text())
-        if not report.ok:
-            raise HarnessError(f"the harness's own kernels do not build: {_first_line(report.log)}")
-        return report.artifact
+        """The cubin of the harness's own kernels (input draws, checks), built like a candidate, once."""
+        if self._helpers is None:
+            report = self.builder.build(HELPERS.read_text())
+            if not report.ok:
+                raise HarnessError(f"the harness's own kernels do not build: {_first_line(report.log)}")
+            self._helpers = report.artifact
+        return self._helpers
 
     def healthy(self) -> str | None:
         """None if the GPU still answers; else why not (after a crash or a timeout)."""

@@ -13,7 +13,9 @@ import statistics
 
 import cupy as cp
 
-from harnesses.hopper_gemm.gpu import CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_16BF, CudaError
+from harnesses.hopper_gemm.gpu import (
+    CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_16BF, CudaError, load_library,
+)
 
 # Enum values from cublasLt.h (cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t)
 # and library_types.h (cudaDataType_t); CUBLAS_OP_* and CUBLAS_COMPUTE_32F (cublas_api.h) come from gpu.py.
@@ -51,7 +53,7 @@ class CublasLt:
     """cuBLASLt matmul, bf16 in and out, fp32 compute, on the given stream, with a timed algorithm choice."""
 
     def __init__(self, stream: cp.cuda.Stream, workspace_bytes: int = 32 << 20) -> None:
-        self.lib = self._load()
+        self.lib = load_library("cublasLt")
         self._prototypes()
         self.stream = stream
         self.handle = ctypes.c_void_p()
@@ -63,20 +65,6 @@ class CublasLt:
         self.shape: tuple[int, int, int] | None = None
         self.algo: MatmulAlgo | None = None
         self.choice: dict | None = None
-
-    @staticmethod
-    def _load() -> ctypes.CDLL:
-        try:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
-
-            return ctypes.CDLL(load_nvidia_dynamic_lib("cublasLt").abs_path)
-        except Exception:
-            for name in ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"):
-                try:
-                    return ctypes.CDLL(name)
-                except OSError:
-                    continue
-        raise CudaError("cuBLASLt (libcublasLt) not found")
 
     def _prototypes(self) -> None:
         L, vp, i32, u64, sz = self.lib, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_size_t

@@ -40,6 +40,21 @@ def check(result):
     return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
 
 
+def load_library(name: str) -> ctypes.CDLL:
+    """An NVIDIA library (cublas, cublasLt) from its wheel or the CUDA toolkit, by name."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return ctypes.CDLL(load_nvidia_dynamic_lib(name).abs_path)
+    except Exception:
+        for soname in (f"lib{name}.so.13", f"lib{name}.so.12", f"lib{name}.so"):
+            try:
+                return ctypes.CDLL(soname)
+            except OSError:
+                continue
+    raise CudaError(f"{name} (lib{name}) not found")
+
+
 class Cublas:
     """cuBLAS GemmEx, bf16 in and out, fp32 compute, on the given stream."""
 
@@ -57,17 +72,7 @@ class Cublas:
 
     @staticmethod
     def _load() -> ctypes.CDLL:
-        try:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
-
-            return ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
-        except Exception:
-            for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
-                try:
-                    return ctypes.CDLL(name)
-                except OSError:
-                    continue
-        raise CudaError("cuBLAS (libcublas) not found")
+        return load_library("cublas")
 
     @staticmethod
     def _ok(status: int, what: str) -> None:
