@@ -162,6 +162,25 @@ def measure(
 
 @app.command()
 @friendly
+def profile(
+    target: Annotated[str, typer.Argument(help="A recorded candidate, RUN/SEQ (e.g. 3/7), or a kernel file.")],
+    campaign: Annotated[str, typer.Option(help="For a kernel file: the campaign whose problem applies.")] = "hopper-gemm",
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Nsight Compute on a candidate and on cuBLAS at the same shape (stored with a recorded candidate)."""
+    with console.status(f"profiling {target} and the baseline under Nsight Compute"):
+        label, outcome = runner.profile(target, campaign, list(set_ or []), store(db))
+    if outcome.status != "ok":
+        raise AutoDiscoveryError(f"{label}: {outcome.status}: {outcome.log.splitlines()[0] if outcome.log else ''}")
+    if as_json:
+        return emit_json(outcome.metrics["profile"])
+    console.print(display.profile_table(label, outcome.metrics["profile"]))
+
+
+@app.command()
+@friendly
 def ladder(
     shape: Annotated[list[str], typer.Option(help="Problem shape: N (square) or MxNxK; repeat for several.")] = ["4096"],
     per_family: Annotated[int, typer.Option(min=1, help="Configurations tried per family (default first, then TPE).")] = 6,
@@ -278,7 +297,10 @@ def show(
     console.print_json(json.dumps({"knobs": data["knobs"], "build": {k: data[k] for k in
                        ("registers", "spill_stores", "spill_loads", "stack", "smem_static", "has_hgmma")},
                        "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
-                                       for e in data["evaluations"]]}, default=str))
+                                       for e in data["evaluations"] if e["kind"] != "profile"]}, default=str))
+    for e in data["evaluations"]:
+        if e["kind"] == "profile" and e["status"] == "ok" and "profile" in e["metrics"]:
+            console.print(display.profile_table(f"{run_id}/{seq}", e["metrics"]["profile"]))
     for e in data["evaluations"]:
         if e["log"]:
             console.print(f"[bold]{e['kind']} log[/]\n{e['log']}", highlight=False)

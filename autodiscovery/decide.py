@@ -53,6 +53,10 @@ def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, o
     score = outcome.score if outcome.score is not None else objective.read(outcome.metrics)
     if outcome.status != "ok":
         verdict, reason = "revert", f"{outcome.status}: {first_line(outcome.log)}"
+    elif screened := outcome.metrics.get("screened"):
+        verdict, reason = "revert", (f"screened out after {screened['pairs']} pairs: {objective.format(score)} is "
+                                     f"clearly below the incumbent's {objective.format(inc_score)}"
+                                     if inc_score is not None else f"screened out after {screened['pairs']} pairs")
     elif inc is None or inc_score is None:
         verdict, reason = "keep", f"first candidate to pass the gate ({objective.format(score)})"
     elif not objective.better(score, inc_score, margin):

@@ -137,6 +137,33 @@ def measure_table(kernel: str, outcomes: list) -> Table:
     return t
 
 
+PROFILE_ROWS = [
+    ("time_us", "duration (µs)", ".1f"), ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
+    ("tensor_pipe_pct", "tensor pipe busy (%)", ".1f"), ("sm_throughput_pct", "SM throughput (% of peak)", ".1f"),
+    ("l2_hit_pct", "L2 hit rate (%)", ".1f"), ("dram_mb", "DRAM traffic (MB)", ".1f"),
+    ("dram_throughput_pct", "DRAM busy (% of peak)", ".1f"),
+    ("registers", "registers / thread", ".0f"), ("smem_kb", "dynamic shared memory (KB)", ".0f"),
+    ("grid", "grid (blocks)", ".0f"),
+]
+
+
+def profile_table(label: str, profile: dict) -> Table:
+    """Candidate and baseline side by side: Nsight Compute's figures, then each kernel's top stall reasons."""
+    cand, base = profile["candidate"], profile["baseline"]
+    t = Table(title=f"{label}: Nsight Compute, candidate against the baseline")
+    for col in ("metric", "candidate", "baseline"):
+        t.add_column(col, overflow="fold")
+    for key, name, spec in PROFILE_ROWS:
+        if key in cand or key in base:
+            t.add_row(name, fmt(cand.get(key), spec), fmt(base.get(key), spec))
+    reasons = list(dict.fromkeys([*cand.get("stalls", {}), *base.get("stalls", {})]))
+    for r in reasons:
+        t.add_row(f"stall: {r} (warps per issue)", fmt(cand.get("stalls", {}).get(r), ".2f"),
+                  fmt(base.get("stalls", {}).get(r), ".2f"))
+    t.add_row("kernel", cand.get("kernel", ""), ", ".join(profile.get("baseline_kernels", [])))
+    return t
+
+
 def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> Table:
     M, N, K = shape
     t = Table(title=f"ladder at {M}×{N}×{K} (run {run_id}): each family's best, interleaved with cuBLAS")

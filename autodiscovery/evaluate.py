@@ -17,11 +17,12 @@ def screen(harness: Harness, source: str) -> Outcome | None:
     return None
 
 
-def assess(harness: Harness, source: str, build: BuildReport) -> Outcome:
-    """The outcome of a candidate already built (a failed build is its own outcome)."""
+def assess(harness: Harness, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+    """The outcome of a candidate already built (a failed build is its own outcome). With `bar` (the
+    score to beat), the harness may screen: a short measurement that ends early when clearly below."""
     if not build.ok:
         return Outcome("compile_error", log=build.log)
-    return harness.evaluate(source, build)
+    return harness.evaluate(source, build, bar)
 
 
 def evaluate(harness: Harness, source: str) -> tuple[BuildReport | None, Outcome]:

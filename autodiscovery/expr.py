@@ -29,7 +29,9 @@ COMPARE = {
 
 
 def evaluate(text: str | int | bool, names: Mapping[str, int]) -> int | bool:
-    """Evaluate `text` with integer `names`; only arithmetic, comparisons, and/or/not, cdiv/min/max."""
+    """Evaluate `text` with integer `names`; only arithmetic, comparisons, and/or/not, cdiv/min/max.
+
+    Strings (a knob's value, a quoted constant) may only be compared for equality."""
     if isinstance(text, (bool, int)):
         return text
     try:
@@ -41,7 +43,7 @@ def evaluate(text: str | int | bool, names: Mapping[str, int]) -> int | bool:
 
 def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
     match node:
-        case ast.Constant(value=bool() | int() as v):
+        case ast.Constant(value=bool() | int() | str() as v):
             return v
         case ast.Name(id=name):
             if name not in names:
@@ -49,11 +51,18 @@ def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
             return names[name]
         case ast.BinOp(left=l, op=op, right=r) if type(op) in BINARY:
             a, b = _eval(l, names, text), _eval(r, names, text)
+            if isinstance(a, str) or isinstance(b, str):
+                raise ExprError(f"'{text}': arithmetic on a string")
+            if isinstance(op, ast.Pow) and not 0 <= b <= 64:
+                raise ExprError(f"'{text}': exponent {b} out of range (0..64)")
             if isinstance(op, (ast.FloorDiv, ast.Mod)) and b == 0:
                 raise ExprError(f"'{text}': division by zero")
             return BINARY[type(op)](a, b)
         case ast.UnaryOp(op=ast.USub(), operand=x):
-            return -_eval(x, names, text)
+            v = _eval(x, names, text)
+            if isinstance(v, str):
+                raise ExprError(f"'{text}': arithmetic on a string")
+            return -v
         case ast.UnaryOp(op=ast.Not(), operand=x):
             return not _eval(x, names, text)
         case ast.BoolOp(op=ast.And(), values=vs):
@@ -64,6 +73,9 @@ def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
             left = _eval(l, names, text)
             for op, r in zip(ops, rs):
                 right = _eval(r, names, text)
+                if isinstance(left, str) != isinstance(right, str) or (
+                        isinstance(left, str) and type(op) not in (ast.Eq, ast.NotEq)):
+                    raise ExprError(f"'{text}': a string can only be compared with == or != to a string")
                 if not COMPARE[type(op)](left, right):
                     return False
                 left = right

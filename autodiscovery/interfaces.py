@@ -124,8 +124,12 @@ class Harness(Protocol):
 
     def build(self, source: str) -> BuildReport: ...
 
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
-        """Check and measure one candidate; a failure is an Outcome with its status, never an exception."""
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        """Check and measure one candidate; a failure is an Outcome with its status, never an exception.
+
+        `bar` is the score the candidate has to beat (the incumbent's): a harness may screen, stopping
+        the measurement early when a short one shows the candidate clearly below it
+        (metrics["screened"] then says after how much)."""
 
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both measured against each other: metrics['ratio'] above 1 means the challenger is better."""

@@ -21,7 +21,7 @@ from autodiscovery.campaign import Campaign
 from autodiscovery.decide import STOPPED, decide, stop_reason
 from autodiscovery.evaluate import assess, screen
 from autodiscovery.interfaces import Agent, Harness, Objective, Outcome
-from autodiscovery.ledger import FAILED, Ledger, counted, source_hash
+from autodiscovery.ledger import FAILED, Ledger, counted, score_of, source_hash
 from autodiscovery.lease import Stop
 from autodiscovery.store import Candidate, Run, Store
 from autodiscovery.text import first_line
@@ -186,7 +186,9 @@ class Loop:
         if guard and (self.stop.requested or self.elapsed() >= self.campaign.budget.minutes * 60):
             return None
         eval_id = self.ledger.begin(cand.id, "benchmark")
-        return build, build_id, assess(self.harness, cand.source, build), eval_id
+        inc = self.ledger.incumbent()
+        bar = score_of(inc, self.harness.objective) if inc is not None else None
+        return build, build_id, assess(self.harness, cand.source, build, bar), eval_id
 
     def _conclude(self, cand: Candidate, build: Any, build_id: int | None, outcome: Outcome | None,
                   eval_id: int | None) -> None:

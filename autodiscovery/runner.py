@@ -14,7 +14,8 @@ from autodiscovery.store.models import utcnow
 # What a resumed run may change: how long it goes on, who proposes, how patient it is. Everything else
 # (the problem, the gate, the timing, the compiler and its flags) is what its measurements mean.
 MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "harness.timeout_s", "harness.build_workers",
-                        "harness.parallel", "harness.cache_dir", "harness.work_dir")
+                        "harness.parallel", "harness.cache_dir", "harness.work_dir",
+                        "harness.ncu")
 TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulator")
 
 
@@ -110,6 +111,49 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     if not build.ok:
         raise AutoDiscoveryError(f"{kernel} does not compile: {build.log.splitlines()[0] if build.log else ''}")
     return [assess(harness, source, build) for _ in range(repeat)]
+
+
+def profile(target: str, name_or_path: str, overrides: list[str], store: Store, harness=None):
+    """Nsight Compute on a recorded candidate (`RUN/SEQ`, stored with it) or a kernel file (nothing
+    recorded), and on the baseline at the same shape. Returns (label, outcome)."""
+    from pathlib import Path
+
+    from autodiscovery.store import Candidate, Evaluation
+
+    run_id, slash, seq = target.partition("/")
+    recorded = bool(slash) and run_id.isdigit() and seq.isdigit()
+    if recorded:
+        with store.session() as s:
+            run = Run.find(s, int(run_id))
+            if run is None:
+                raise AutoDiscoveryError(f"no run {run_id} in this database")
+            c = Candidate.by_seq(s, int(run_id), int(seq))
+            if c is None:
+                raise AutoDiscoveryError(f"run {run_id} has no candidate #{seq}")
+            config, source, candidate_id = dict(run.config), c.source, c.id
+        for assignment in overrides:
+            apply_override(config, assignment)
+        campaign = validate(config, f"run {run_id} config")
+    else:
+        path = Path(target)
+        if not path.is_file():
+            raise AutoDiscoveryError(f"'{target}' is neither RUN/SEQ (e.g. 3/7) nor a kernel file")
+        campaign, source = load(name_or_path, overrides), path.read_text()
+    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    if not hasattr(harness, "profile"):
+        raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
+    harness.preflight()
+    harness.check(source)
+    build = harness.build(source)
+    if not build.ok:
+        raise AutoDiscoveryError(f"{target} does not compile: {build.log.splitlines()[0] if build.log else ''}")
+    outcome = harness.profile(source, build)
+    if recorded:
+        with store.session() as s:
+            s.add(Evaluation(candidate_id=candidate_id, kind="profile", status=outcome.status,
+                             metrics=outcome.metrics, log=outcome.log, device=outcome.device,
+                             seconds=outcome.seconds))
+    return target, outcome
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:

@@ -39,6 +39,7 @@ class ReplayHarness(HarnessBase):
     """Raise KeyboardInterrupt at this many evaluate() calls (to test resume)."""
     evaluated: list[str] = field(default_factory=list)
     head_to_heads: list[tuple[str, str]] = field(default_factory=list)
+    bars: list[float | None] = field(default_factory=list)
     built: list[str] = field(default_factory=list)
     delay_s: float = 0.0
     """Each evaluation takes this long (to be killed in the middle of one)."""
@@ -87,7 +88,7 @@ class ReplayHarness(HarnessBase):
                            registers=rec.get("registers", 64), spill_stores=0, spill_loads=0, stack=0,
                            log=rec.get("log", "") if not ok else "")
 
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         if self.interrupt_after is not None and len(self.evaluated) >= self.interrupt_after:
             raise KeyboardInterrupt
         self._step("evaluate", len(self.evaluated))
@@ -96,6 +97,7 @@ class ReplayHarness(HarnessBase):
 
             time.sleep(self.delay_s)
         self.evaluated.append(hashlib.sha256(source.encode()).hexdigest())
+        self.bars.append(bar)
         rec = self.recorded(source)
         metrics = dict(rec.get("metrics", {}))
         score = self.objective.read(metrics) if rec["status"] == "ok" else None
@@ -139,7 +141,7 @@ class SimReplay(HarnessBase):
         return BuildReport(ok=True, cache_key=hashlib.sha256(source.encode()).hexdigest(), artifact="replayed",
                            registers=72, spill_stores=0, spill_loads=0, stack=0)
 
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         import re
 
         from harnesses.accelsim import tensor_bound

@@ -85,6 +85,20 @@ def test_a_worse_candidate_is_reverted_without_head_to_head(campaign, store):
     assert harness.head_to_heads == []
 
 
+def test_the_incumbent_is_the_bar_and_a_screened_candidate_is_reverted(campaign, store):
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=2"])
+    space = SearchAgent(campaign).space
+    screened = {"status": "ok", "metrics": {"ratio": {"median": 0.5, "ci_low": 0.4, "ci_high": 0.6},
+                                            "screened": {"pairs": 10, "below": 0.9}}}
+    loop, harness = make_loop(campaign, store, recordings={key("tiled", space.families["tiled"].default): screened})
+    run_id = loop.start({})
+    seed, second = candidates(store, run_id)
+    assert harness.bars[0] is None  # nothing to beat yet: a full measurement
+    assert harness.bars[1] == pytest.approx(seed.measurement.metrics["ratio"]["median"])
+    assert second.status == "reverted" and "screened out after 10 pairs" in second.decision.reason
+    assert harness.head_to_heads == []
+
+
 @pytest.mark.parametrize(
     "overrides, reason",
     [

@@ -13,6 +13,14 @@ def test_expressions():
     assert evaluate("M % 128 == 0 and K >= 64", NAMES) is True
     assert evaluate("min(M, N) // 2", NAMES) == 1024
     assert evaluate(7, NAMES) == 7
+    assert evaluate("D == 'M' or K > 1", {**NAMES, "D": "M"}) is True
+    assert evaluate("D != 'M'", {**NAMES, "D": "N"}) is True
+
+
+@pytest.mark.parametrize("bad", ["D + 1", "D * 10", "D < 'N'", "D == 1", "-D", "2 ** 10 ** 9", "2 ** -1"])
+def test_strings_compare_only_and_powers_stay_small(bad):
+    with pytest.raises(ExprError):
+        evaluate(bad, {**NAMES, "D": "M"})
 
 
 @pytest.mark.parametrize("bad", ["__import__('os')", "M.bit_length()", "open('x')", "[1][0]", "M / 2", "Q + 1", "M //"])

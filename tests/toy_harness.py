@@ -87,7 +87,7 @@ class ToyHarness(HarnessBase):
             times.append(time.perf_counter() - t)
         return statistics.median(times) * 1e6
 
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         fn = self._function(build)
         xs = [random.random() for _ in range(self.s.length)]
         if abs(fn(xs) - sum(xs)) > 1e-9 * self.s.length:

@@ -120,7 +120,7 @@ class AccelsimHarness(HarnessBase):
         parts = [source, config, f"{self.problem.M}x{self.problem.N}x{self.problem.K}", str(who), str(self.s.traces)]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         arch = self.check(source)
         digest = hashlib.sha256(source.encode()).hexdigest()
         base = Path(self.base_config)

@@ -136,9 +136,13 @@ class HopperGemmHarness(HarnessBase):
         return self.builder.build(source, entry)
 
     # ---- measurements ---------------------------------------------------------------------
-    def evaluate(self, source: str, build: BuildReport) -> Outcome:
-        """Gate the candidate, then time it against cuBLAS, interleaved, in a fresh child."""
-        return self._measure("benchmark", {"candidate": (source, build)})
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        """Gate the candidate, then time it against cuBLAS, interleaved, in a fresh child. With `bar`
+        (the × cuBLAS to beat), timing stops after `screen_pairs` pairs if the candidate is more than
+        `screen_slack` below it: a screened measurement, enough to revert, never to keep."""
+        s = self.settings
+        below = bar * (1 - s.screen_slack) if bar and s.screen_pairs else None
+        return self._measure("benchmark", {"candidate": (source, build)}, screen_below=below)
 
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both kernels gated and timed against each other; ratio > 1 means the challenger is faster."""
@@ -148,7 +152,26 @@ class HopperGemmHarness(HarnessBase):
         """Each kernel's errors on every input distribution, failures included (`calibrate.py`)."""
         return self._measure("calibrate", kernels, per_dist=per_dist)
 
-    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], **extra) -> Outcome:
+    def profile(self, source: str, build: BuildReport) -> Outcome:
+        """Nsight Compute on the candidate and on the baseline, same shape, same inputs: what each
+        kernel spends its time on (metrics["profile"]: candidate, baseline)."""
+        from harnesses.hopper_gemm import ncu
+
+        with tempfile.TemporaryDirectory(prefix="autodiscovery-ncu-") as tmp:
+            log = Path(tmp) / "ncu.csv"
+            out = self._measure("profile", {"candidate": (source, build)},
+                                prefix=ncu.command(self.settings.ncu, str(log)))
+            if out.status != "ok":
+                return out
+            text = log.read_text() if log.exists() else ""
+        try:
+            out.metrics["profile"] = ncu.profile(text, out.metrics.get("kernel", ""))
+        except ncu.ProfileError as exc:
+            return Outcome("crashed", out.metrics, f"profile: {exc}", out.seconds, out.device)
+        return out
+
+    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], prefix: list[str] = (),
+                 **extra) -> Outcome:
         specs = {}
         for name, (source, build) in kernels.items():
             if not build.ok or not build.artifact:
@@ -159,19 +182,19 @@ class HopperGemmHarness(HarnessBase):
                 return Outcome("rejected", log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
                "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}
-        out = self._child(job, timeout_s=self.settings.timeout_s)
+        out = self._child(job, timeout_s=self.settings.timeout_s, prefix=prefix)
         if out.status in ("crashed", "timeout") and (why := self.healthy()) is not None:
             raise DeviceLost(f"the GPU stopped answering after a {out.status} evaluation: {why}")
         return out
 
-    def _child(self, job: dict, timeout_s: float) -> Outcome:
+    def _child(self, job: dict, timeout_s: float, prefix: list[str] = ()) -> Outcome:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
             env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
             proc = subprocess.Popen(
-                [sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
+                [*prefix, sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True, preexec_fn=tethered(timeout_s + 30),
             )

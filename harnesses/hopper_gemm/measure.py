@@ -270,13 +270,16 @@ class Bench:
         return e0, e1
 
     def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
-                   budget_s: float) -> tuple[np.ndarray, list[int]]:
-        """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel].
+                   budget_s: float, screen: tuple[int, Callable[[np.ndarray], bool]] | None = None,
+                   ) -> tuple[np.ndarray, list[int], bool]:
+        """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel], the
+        launches per sample, and whether the screen stopped the timing early.
 
         Each sample repeats one kernel on fresh inputs until it lasts about `sample_ms` (as many
         launches as the pool has slots at most); warm-up samples run for about `warmup_ms` first so
         clocks and power settle. Slow kernels get fewer pairs (at least 10) so that timing stays
-        within about `budget_s`. Candidates' launches are all checked (see `results`).
+        within about `budget_s`. Candidates' launches are all checked (see `results`). With `screen`
+        (pairs, verdict), timing stops after that many pairs when verdict(times so far) is true.
         """
         names = list(kernels)
         run = self.launchers(kernels)
@@ -303,14 +306,19 @@ class Bench:
                 sample(k, inner[k], "warmup", est[k] / 1e3)
         reps = int(max(10, min(reps, budget_s * 1000 // per_pair_ms)))
         events = [[None] * len(names) for _ in range(reps)]
+
+        def read(rows: list) -> np.ndarray:
+            self.stream.synchronize()
+            return np.array([[cp.cuda.get_elapsed_time(a, b) / inner[k] for k, (a, b) in enumerate(row)]
+                             for row in rows])
+
         for r in range(reps):
             order = range(len(names)) if r % 2 == 0 else reversed(range(len(names)))
             for k in order:
                 events[r][k] = sample(k, inner[k], "timed", est[k] / 1e3)
-        self.stream.synchronize()
-        times = np.array([[cp.cuda.get_elapsed_time(a, b) / inner[k] for k, (a, b) in enumerate(row)]
-                          for row in events])
-        return times, inner
+            if screen and r + 1 == screen[0] < reps and screen[1](read(events[:r + 1])):
+                return read(events[:r + 1]), inner, True
+        return read(events), inner, False
 
 
 def elapsed(start: float) -> float:

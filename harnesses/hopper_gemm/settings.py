@@ -39,12 +39,18 @@ class Settings(Strict):
     """Each timed sample repeats launches until it lasts about this long."""
     timing_budget_s: float = Field(4.0, gt=0)
     """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
+    screen_pairs: int = Field(10, ge=0)
+    """Screening: after this many timed pairs a candidate clearly below the incumbent stops (0: never)."""
+    screen_slack: float = Field(0.04, ge=0, lt=1)
+    """Screening: how far below the incumbent's × cuBLAS the short measurement's median must be."""
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     """Confidence level of the interval on the median ratio."""
     timeout_s: float = Field(120.0, gt=0)
     """Hard limit for one evaluation's child process (the child is killed after it)."""
     nvcc: str = "nvcc"
     """The CUDA compiler: a name on PATH or a path."""
+    ncu: str = "ncu"
+    """Nsight Compute, for `autodiscovery profile`: a name on PATH or a path."""
     nvcc_flags: list[str] = ["-O3", "-std=c++17"]
     """Flags for every build, besides the target and the report flags."""
     arch: str = "sm_90a"
