@@ -202,3 +202,29 @@ def test_screening_stops_a_clearly_slower_candidate_early(harness):
     full = harness.evaluate(source, build, bar=short.score * 0.5)
     assert full.status == "ok" and "screened" not in full.metrics
     assert full.metrics["pairs"] > short.metrics["pairs"]
+
+
+CLUSTER_VARIANTS = {
+    "pairs along M, split epilogue": {"CLUSTER": 2, "CLUSTER_DIM": "M"},
+    "pairs along N, whole-tile epilogue": {"CLUSTER": 2, "CLUSTER_DIM": "N", "EPILOGUE": "tma", "QSIZE": 3},
+    "registers epilogue, nothing in flight": {"EPILOGUE": "regs", "INFLIGHT": 0, "CTAS": 0},
+    "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
+}
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 776, 520), (1100, 1288, 4104)])
+@pytest.mark.parametrize("variant", list(CLUSTER_VARIANTS))
+def test_cluster_family_variants_pass_the_gate(build_cache, variant, shape):
+    """Clusters (odd cluster-tile counts leave a block with rows or columns past the edge), both TMA
+    epilogues and both release orders, at a square and at ragged shapes."""
+    M, N, K = shape
+    c = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}",
+                                       "harness.repetitions=10", "harness.timeout_s=60",
+                                       f"harness.cache_dir={build_cache}"])
+    h = HopperGemmHarness(c)
+    h.preflight()
+    fam = Space("hopper_gemm").families["wgmma_cluster"]
+    knobs = {**fam.default, **CLUSTER_VARIANTS[variant]}
+    assert not fam.violations(knobs, {"M": M, "N": N, "K": K})
+    out = evaluate(h, Space("hopper_gemm").render("wgmma_cluster", knobs))
+    assert out.status == "ok", out.log

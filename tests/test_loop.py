@@ -205,4 +205,4 @@ def test_the_search_uses_its_budget(store):
         run = s.get(Run, run_id)
         assert run.stop_reason == f"budget spent: {campaign.budget.candidates} candidates"
         families = {c.family for c in run.candidates}
-    assert {"wgmma_ws", "wgmma_tma"} <= families
+    assert {"wgmma_ws", "wgmma_tma", "wgmma_persistent", "wgmma_cluster"} <= families

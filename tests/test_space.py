@@ -130,3 +130,33 @@ def test_a_sample_of_valid_configurations_compiles_without_spills(space, tmp_pat
     for (name, knobs), report in zip(picks, reports):
         assert report.ok, f"{name} {knobs}: {report.log[-1500:]}"
         assert report.spill_stores == 0 and report.spill_loads == 0, f"{name} {knobs} spills"
+
+
+def test_neighbours_are_one_knob_away_or_repaired_by_a_second(space):
+    campaign = campaigns.load("hopper-gemm")
+    agent = SearchAgent(campaign)
+    fam = space.families["wgmma_cluster"]
+    near = agent.neighbours(fam, fam.default)
+    assert near and len({canon(k) for k in near}) == len(near)
+    diffs = [sum(k[n] != fam.default[n] for n in k) for k in near]
+    assert all(not fam.violations(k, SHAPE) for k in near)
+    assert set(diffs) == {1, 2} and diffs == sorted(diffs)  # single moves first, then repaired ones
+    # Every knob moves; a move its constraints refuse on its own comes with the nearest repair.
+    assert {n for k in near for n in k if k[n] != fam.default[n]} == set(fam.knobs)
+    assert {**fam.default, "EPILOGUE": "tma", "QSIZE": 3} in near  # tma alone overflows shared memory
+    # The order is the seed's: the same seed gives the same walk, another seed another order.
+    assert SearchAgent(campaign).neighbours(fam, fam.default) == near
+    other = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.seed=7"])).neighbours(fam, fam.default)
+    assert sorted(map(canon, other)) == sorted(map(canon, near)) and other != near
+
+
+def test_after_the_climb_the_top_family_is_tuned_by_neighbour_moves(space):
+    campaign = campaigns.load("hopper-gemm", ["agent.search.batch=6"])
+    agent = SearchAgent(campaign)
+    fam = space.families["wgmma_cluster"]
+    records = [Record(seq=i, family=f.name, knobs=dict(f.default), status="kept", score=0.1 * (i + 1), kept=True,
+                      source_hash=str(i)) for i, f in enumerate(space.ladder())]
+    moves = agent.propose(History(records=records, incumbent=records[-1]), 6)
+    assert all(p.family == "wgmma_cluster" and p.rejected is None for p in moves)
+    assert [p.knobs for p in moves] == agent.neighbours(fam, fam.default)[:6]
+    assert all("one step from the family's best" in p.hypothesis for p in moves)

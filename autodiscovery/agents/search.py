@@ -1,8 +1,10 @@
-"""The built-in search agent: climbs the ladder of kernel families, then tunes knobs with TPE.
+"""The built-in search agent: climbs the ladder of kernel families, then tunes knobs.
 
 Structural moves come first (the next untried family above the incumbent's, at its default), since
-the large gains are structural; then knob moves, proposed by Optuna's TPE sampler fitted to every
-measurement so far, across the families worth tuning: the incumbent's, any higher family that was tried
+the large gains are structural; then knob moves: first the neighbours of the family's best (one knob
+to another value, nearest first; where that breaks a constraint, with one more knob changed to repair
+it), a hill climb that follows each keep; once those are all tried, Optuna's TPE sampler fitted to
+every measurement so far. Knob moves go across the families worth tuning: the incumbent's, any higher family that was tried
 but did not win, and a lower one whose best is within `CLOSE` of the incumbent. They take turns in
 rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
 where the gains are likely; the search is exhausted only when every valid configuration of those
@@ -13,6 +15,7 @@ walk, and a given `agent.search.seed` gives the same walk.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from autodiscovery.agents import History, Proposal, Record, tpe
@@ -116,6 +119,11 @@ class SearchAgent(AgentBase):
     # ---- knob moves -------------------------------------------------------------------------
     def knob_move(self, fam: Family, history: History, pending: list[Proposal],
                   tried: set[tuple[str | None, str]], record_rejections: bool = True) -> Proposal | None:
+        best = self._best(fam, history)
+        if best is not None:
+            for knobs in self.neighbours(fam, best.knobs):
+                if (fam.name, canon(knobs)) not in tried:
+                    return self._knob_proposal(fam, knobs, history, "one step from the family's best")
         points = [(r.knobs, r.score if isinstance(r, Record) else None)
                   for r in [*history.records, *pending] if r.family == fam.name]
         study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
@@ -134,13 +142,51 @@ class SearchAgent(AgentBase):
                 return self._knob_proposal(fam, knobs, history)
         return None
 
-    def _knob_proposal(self, fam: Family, knobs: dict[str, Any], history: History) -> Proposal:
+    @staticmethod
+    def _best(fam: Family, history: History) -> Record | None:
         scored = [r for r in history.records if r.family == fam.name and r.score is not None]
-        best = max(scored, key=lambda r: r.score if history.objective.higher_is_better else -r.score, default=None)
+        return max(scored, key=lambda r: r.score if history.objective.higher_is_better else -r.score, default=None)
+
+    def neighbours(self, fam: Family, knobs: dict[str, Any]) -> list[dict[str, Any]]:
+        """The valid configurations one knob away (each knob to its other values, nearest first), then,
+        for a one-knob move a constraint refuses, that move with one other knob changed to make it
+        valid. Each group in an order drawn from the agent's seed."""
+        def others(k: str, around: Any) -> list[Any]:
+            vals = fam.knobs[k]
+            i = vals.index(around) if around in vals else 0
+            return sorted((v for v in vals if v != around), key=lambda v: abs(vals.index(v) - i))
+
+        single, repaired = [], []
+        for k in fam.knobs:
+            for v in others(k, knobs.get(k)):
+                moved = {**knobs, k: v}
+                if not fam.violations(moved, self.shape):
+                    single.append(moved)
+                    continue
+                for k2 in fam.knobs:
+                    if k2 == k:
+                        continue
+                    fixed = next((f for v2 in others(k2, knobs.get(k2))
+                                  if not fam.violations(f := {**moved, k2: v2}, self.shape)), None)
+                    if fixed is not None:
+                        repaired.append(fixed)
+        rng = random.Random(f"{self.seed}:{fam.name}:{canon(knobs)}")
+        rng.shuffle(single)
+        rng.shuffle(repaired)
+        out, seen = [], set()
+        for knobs_ in single + repaired:
+            if (key := canon(knobs_)) not in seen:
+                seen.add(key)
+                out.append(knobs_)
+        return out
+
+    def _knob_proposal(self, fam: Family, knobs: dict[str, Any], history: History,
+                       why: str = "TPE rates this region as promising") -> Proposal:
+        best = self._best(fam, history)
         if best:
             changes = ", ".join(f"{k} {best.knobs[k]}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
             text = (f"Knob move in {fam.name}: {changes} relative to the family's best "
-                    f"({best.score:.3g}× cuBLAS); TPE rates this region as promising.")
+                    f"({best.score:.3g}× cuBLAS); {why}.")
         else:
             text = f"Knob move in {fam.name}: try {canon(knobs)}; no configuration of it has passed yet."
         return self._proposal(fam, knobs, text, "knob", parent_seq=best.seq if best else None)
