@@ -61,7 +61,7 @@ def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, o
         verdict, reason = "keep", f"first candidate to pass the gate ({objective.format(score)})"
     elif not objective.better(score, inc_score, margin):
         verdict, reason = "revert", (f"{objective.format(score)} does not beat the incumbent's "
-                                     f"{objective.format(inc_score)} by more than {margin:.0%}")
+                                     f"{objective.format(inc_score)} by more than {margin * 100:.3g}%")
     else:
         eval_id = ledger.begin(cand_id, "head_to_head", inc.id)
         h2h = harness.head_to_head((ledger.candidate(cand_id).source, build), (inc.source, harness.build(inc.source)))
