@@ -195,6 +195,31 @@ def test_replaying_a_real_h200_run_takes_the_same_walk(store):
     assert chain[4]["score"] == pytest.approx(0.8842, abs=1e-3)
 
 
+def test_replaying_the_h100_default_run_past_cublas(store):
+    """The shipped `run --campaign hopper-gemm` recorded on an H100 (every evaluation, screened ones
+    included): the same campaign and seed take the same walk, climb to rung 7 and keep its default at
+    1.009× cuBLAS; then neighbour moves tune it until patience ends the run."""
+    from pathlib import Path
+
+    from replay import load_recording
+
+    device, recordings = load_recording(Path(__file__).parent / "data" / "h100_run.json")
+    campaign = campaigns.load("hopper-gemm")
+    loop, harness = make_loop(campaign, store, recordings=recordings)
+    run_id = loop.start(device)
+    walked = [(c.family, c.knobs) for c in candidates(store, run_id) if c.status != "rejected"]
+    recorded = [(r["family"], r["knobs"]) for r in recordings.values()]
+    assert walked[:len(recorded)] == recorded
+    chain = report.lineage(store, run_id)
+    assert [r["family"] for r in chain] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws",
+                                            "wgmma_persistent", "wgmma_cluster"]
+    assert chain[-1]["score"] == pytest.approx(1.009, abs=1e-3)
+    screened = [c for c in candidates(store, run_id) if c.decision and "screened out" in c.decision.reason]
+    assert screened and all(c.measurement.metrics["pairs"] == 10 for c in screened)
+    with store.session() as s:
+        assert s.get(Run, run_id).stop_reason.startswith("patience")
+
+
 def test_the_search_uses_its_budget(store):
     """With the shipped budget and no target or patience in reach, the run ends by its budget: the agent
     does not give up while valid configurations it has not tried remain."""
