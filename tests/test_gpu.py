@@ -208,6 +208,7 @@ CLUSTER_VARIANTS = {
     "pairs along M, split epilogue": {"CLUSTER": 2, "CLUSTER_DIM": "M"},
     "pairs along N, whole-tile epilogue": {"CLUSTER": 2, "CLUSTER_DIM": "N", "EPILOGUE": "tma", "QSIZE": 3},
     "registers epilogue, nothing in flight": {"EPILOGUE": "regs", "INFLIGHT": 0, "CTAS": 0},
+    "padded shared-memory epilogue in pairs along M": {"EPILOGUE": "smem", "QSIZE": 3, "CLUSTER": 2},
     "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
 }
 
