@@ -206,9 +206,24 @@ def ladder(
 @friendly
 def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
                as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+               out: Annotated[Optional[Path], typer.Option("--out", help="Write a self-contained HTML report "
+                                                                         "(charts inline, no network).")] = None,
+               png: Annotated[Optional[Path], typer.Option("--png", help="Write the charts as PNG images into "
+                                                                         "this folder.")] = None,
                db: DbOption = None) -> None:
     """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
     db = store(db)
+    if out is not None or png is not None:
+        from autodiscovery import html_report
+
+        page, pngs = html_report.render(db, run_id, png)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(page)
+            say(f"wrote {out} ({len(page) // 1024} KB)")
+        for p in pngs:
+            say(f"wrote {p}")
+        return
     table, data = report.summary(db, run_id)
     if as_json:
         return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
@@ -256,10 +271,15 @@ def list_campaigns() -> None:
 @app.command()
 @friendly
 def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    campaign: Annotated[Optional[str], typer.Option(help="Only this campaign's runs.")] = None,
+    status: Annotated[Optional[str], typer.Option(help="Only runs with this status (running, finished, "
+                                                       "interrupted, failed).")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only runs started since a date (2026-11-20) or an age "
+                                                      "(90m, 12h, 3d).")] = None,
     db: DbOption = None,
 ) -> None:
     """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
-    rows = report.runs(store(db))
+    rows = report.runs(store(db), campaign, status, report.parse_since(since) if since else None)
     emit_json(rows) if as_json else console.print(display.runs_table(rows))
 
 
@@ -313,12 +333,33 @@ def show(
 @friendly
 def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
             as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+            tree: Annotated[bool, typer.Option("--tree", help="Every candidate under the one it was made from.")] = False,
     db: DbOption = None,
 ) -> None:
     """The kept chain from the seed to the best: step, hypothesis, the objective, TFLOP/s, registers."""
     db = store(db)
+    if tree:
+        rows = report.tree(db, run_id)
+        return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
     rows = report.lineage(db, run_id)
     emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.objective_name(db, run_id)))
+
+
+@app.command()
+@friendly
+def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).")],
+         b: Annotated[str, typer.Argument(help="Another candidate: RUN/SEQ (the run may differ).")],
+         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+         db: DbOption = None) -> None:
+    """The source diff of two candidates, with both candidates' metrics and knobs."""
+    data = report.diff(store(db), a, b)
+    if as_json:
+        return emit_json(data)
+    console.print(display.diff_table(data))
+    if data["diff"]:
+        console.print(Syntax(data["diff"], "diff", word_wrap=False))
+    else:
+        say("the two sources are identical")
 
 
 @app.command()

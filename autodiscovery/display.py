@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.tree import Tree
 
 from autodiscovery.interfaces import Objective
 
@@ -108,6 +109,39 @@ def lineage_table(run_id: int, rows: list[dict], objective: str = "score") -> Ta
         spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
         t.add_row(str(i), str(r["seq"]), r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
                   r["score_text"], ci, fmt(r["registers"], "d"), fmt(spills, "d"))
+    return t
+
+
+def tree(run_id: int, rows: list[dict]) -> Tree:
+    """How the run branched: each candidate under the one it was made from."""
+    root = Tree(f"run {run_id}: every candidate under its parent (★ the best)")
+    nodes: list[Tree] = []
+    for r in rows:
+        verdict = r["verdict"] or r["status"]
+        colour = {"keep": "green", "revert": "red"}.get(r["verdict"] or "", "yellow")
+        label = (f"#{r['seq']} {r['family'] or '?'} [{colour}]{verdict}[/] {r.get('score_text', '–')}"
+                 f"{' ★' if r.get('best') else ''}")
+        parent = root if r["depth"] == 0 else nodes[r["depth"] - 1]
+        node = parent.add(label)
+        del nodes[r["depth"]:]
+        nodes.append(node)
+    return root
+
+
+def diff_table(data: dict) -> Table:
+    a, b = data["a"], data["b"]
+    t = Table(title=f"{a['ref']} against {b['ref']}: +{data['lines_added']} −{data['lines_removed']} lines")
+    for col in ("", a["ref"], b["ref"]):
+        t.add_column(col, overflow="fold")
+    rows = [("family", a["family"] or "–", b["family"] or "–"), ("status", a["status"], b["status"]),
+            ("score", a.get("score_text", "–"), b.get("score_text", "–")),
+            ("TFLOP/s", fmt(a.get("tflops"), ".1f"), fmt(b.get("tflops"), ".1f")),
+            ("registers", fmt(a.get("registers"), "d"), fmt(b.get("registers"), "d")),
+            ("spills (stores/loads)", f"{fmt(a.get('spill_stores'), 'd')}/{fmt(a.get('spill_loads'), 'd')}",
+             f"{fmt(b.get('spill_stores'), 'd')}/{fmt(b.get('spill_loads'), 'd')}")]
+    rows += [(f"knob {k}", str(va), str(vb)) for k, (va, vb) in data["knobs_changed"].items()]
+    for row in rows:
+        t.add_row(*row)
     return t
 
 

@@ -1,7 +1,10 @@
-"""Read-only views of the store: the rows behind `runs`, `show`, `lineage` and `export`."""
+"""Read-only views of the store: the rows behind `runs`, `show`, `lineage`, `diff` and `export`."""
 
 from __future__ import annotations
 
+import difflib
+import re
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import select
@@ -11,6 +14,7 @@ from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.interfaces import Objective
 from autodiscovery.ledger import score_of
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
+from autodiscovery.store.models import utcnow
 
 UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
 
@@ -53,10 +57,32 @@ def _run(s: Session, run_id: int) -> Run:
     return run
 
 
-def runs(store: Store) -> list[dict]:
+def parse_since(text: str) -> datetime:
+    """'2026-11-20', '2026-11-20T08:00', or an age: '90m', '12h', '3d' (before now, UTC)."""
+    m = re.fullmatch(r"(\d+)\s*([smhd])", text.strip())
+    if m:
+        seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        return utcnow() - timedelta(seconds=seconds)
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise NotFound(f"--since '{text}' is neither a date (2026-11-20, 2026-11-20T08:00) nor an age (90m, 12h, 3d)") from None
+    return when.astimezone(timezone.utc).replace(tzinfo=None) if when.tzinfo else when
+
+
+def runs(store: Store, campaign: str | None = None, status: str | None = None,
+         since: datetime | None = None) -> list[dict]:
+    """One row a run, oldest first; optionally only one campaign's, one status's, or those started since."""
     with store.session() as s:
         out = []
-        for run in s.scalars(select(Run).order_by(Run.id)):
+        query = select(Run).order_by(Run.id)
+        if campaign is not None:
+            query = query.where(Run.campaign == campaign)
+        if status is not None:
+            query = query.where(Run.status == status)
+        if since is not None:
+            query = query.where(Run.created_at >= since)
+        for run in s.scalars(query):
             objective = objective_of(run)
             best = _metrics(run.best, objective) if run.best else {}
             out.append({
@@ -140,6 +166,55 @@ def lineage(store: Store, run_id: int) -> list[dict]:
             cand = s.get(Candidate, d.incumbent_id) if d and d.incumbent_id else None
         objective = objective_of(run)
         return [candidate_row(c, objective) for c in reversed(chain)]
+
+
+def tree(store: Store, run_id: int) -> list[dict]:
+    """Every candidate under the one it was made from, depth first in order: how the run branched.
+    Rows carry `depth`; a candidate without a parent (the seed) is a root."""
+    with store.session() as s:
+        run = _run(s, run_id)
+        objective = objective_of(run)
+        cands = sorted(run.candidates, key=lambda c: c.seq)
+        children: dict[int | None, list[Candidate]] = {}
+        for c in cands:
+            children.setdefault(c.parent_id, []).append(c)
+        best = run.best.id if run.best else None
+        out: list[dict] = []
+        stack = [(c, 0) for c in reversed(children.get(None, []))]
+        while stack:
+            c, depth = stack.pop()
+            out.append(candidate_row(c, objective) | {"depth": depth, "best": c.id == best})
+            stack.extend((k, depth + 1) for k in reversed(children.get(c.id, [])))
+        return out
+
+
+def parse_ref(ref: str) -> tuple[int, int]:
+    run_id, slash, seq = ref.partition("/")
+    if not (slash and run_id.isdigit() and seq.isdigit()):
+        raise NotFound(f"'{ref}' is not RUN/SEQ (e.g. 3/7)")
+    return int(run_id), int(seq)
+
+
+def diff(store: Store, a: str, b: str) -> dict:
+    """Two candidates (RUN/SEQ each, runs may differ): the unified diff of their sources, their knobs
+    (what changed) and their measurements."""
+    rows = []
+    for ref in (a, b):
+        run_id, seq = parse_ref(ref)
+        rows.append(show_candidate(store, run_id, seq) | {"ref": ref})
+    left, right = rows
+    text = "".join(difflib.unified_diff(left["source"].splitlines(keepends=True),
+                                        right["source"].splitlines(keepends=True),
+                                        fromfile=f"{a} ({left['family']})", tofile=f"{b} ({right['family']})"))
+    keys = list(dict.fromkeys([*left["knobs"], *right["knobs"]]))
+    changed = {k: [left["knobs"].get(k), right["knobs"].get(k)] for k in keys
+               if left["knobs"].get(k) != right["knobs"].get(k)}
+    strip = ("source", "evaluations", "build")
+    return {"a": {k: v for k, v in left.items() if k not in strip},
+            "b": {k: v for k, v in right.items() if k not in strip},
+            "knobs_changed": changed, "diff": text,
+            "lines_added": sum(1 for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")),
+            "lines_removed": sum(1 for ln in text.splitlines() if ln.startswith("-") and not ln.startswith("---"))}
 
 
 def export(store: Store, run_id: int) -> tuple[str, dict]:

@@ -1,0 +1,252 @@
+"""`report RUN --out report.html`: one self-contained HTML page (charts as inline SVG, no network), and
+`--png DIR`: the same charts as images.
+
+The charts are matplotlib figures: the progress of every candidate with the best-so-far line, the kept
+lineage by step, the spread of the best kernel's paired measurements, and for co-design runs the
+cycles of every simulated configuration by phase and the analytical model against the simulator.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from autodiscovery import report
+from autodiscovery.store import Store
+
+TEMPLATES = Path(__file__).parent / "templates"
+KEPT, REVERTED, FAILED = "#1a7f37", "#8c959f", "#cf222e"
+NOT_MEASURED = {"proposed", "built"}
+
+
+@dataclass
+class Figures:
+    """Each chart by name, as a matplotlib figure."""
+
+    figs: dict[str, object] = field(default_factory=dict)
+
+    def svg(self, name: str) -> Markup:
+        buf = io.StringIO()
+        self.figs[name].savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        text = buf.getvalue()
+        text = text[text.index("<svg"):]  # no XML declaration or DOCTYPE inside HTML
+        text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+        return Markup(text)
+
+    def png(self, directory: Path) -> list[Path]:
+        directory.mkdir(parents=True, exist_ok=True)
+        out = []
+        for name, fig in self.figs.items():
+            path = directory / f"{name}.png"
+            fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
+            out.append(path)
+        return out
+
+    def close(self) -> None:
+        import matplotlib.pyplot as plt
+
+        for fig in self.figs.values():
+            plt.close(fig)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.hashsalt": "autodiscovery", "font.size": 9, "axes.spines.top": False,
+                         "axes.spines.right": False})
+    return plt
+
+
+def collect(store: Store, run_id: int) -> dict:
+    """Everything the page shows, as data (what `report --json` would need to redraw it)."""
+    run = report.show_run(store, run_id)
+    chain = report.lineage(store, run_id)
+    _, extra = report.summary(store, run_id)
+    sources = {c["seq"]: c["source"] for c in run["candidates"]}
+    peak = run["fingerprint"].get("peak_tflops")
+    steps, prev = [], None
+    for i, r in enumerate(chain):
+        diff = "" if prev is None else "".join(difflib.unified_diff(
+            sources[prev].splitlines(keepends=True), sources[r["seq"]].splitlines(keepends=True),
+            fromfile=f"#{prev}", tofile=f"#{r['seq']}", n=2))
+        steps.append(r | {"step": i, "pct_peak": 100 * r["tflops"] / peak if peak and r.get("tflops") else None,
+                          "diff": diff})
+        prev = r["seq"]
+    best = next((c for c in run["candidates"] if c["seq"] == run["best_seq"]), None)
+    spread = {}
+    if best is not None:
+        evs = report.show_candidate(store, run_id, best["seq"])["evaluations"]
+        bench = next((e for e in evs if e["kind"] == "benchmark" and e["status"] == "ok"), None)
+        if bench and bench["metrics"].get("ratios"):
+            spread = {"ratios": bench["metrics"]["ratios"], "ratio": bench["metrics"].get("ratio", {}),
+                      "tflops": bench["metrics"].get("tflops", {})}
+    baseline_tflops = None
+    if spread.get("tflops"):
+        baseline_tflops = next((v for k, v in spread["tflops"].items() if k != "candidate"), None)
+    return {"run": {k: v for k, v in run.items() if k != "candidates"}, "candidates": run["candidates"],
+            "steps": steps, "spread": spread, "harness": extra, "peak_tflops": peak,
+            "baseline_tflops": baseline_tflops}
+
+
+def figures(data: dict) -> Figures:
+    plt = _pyplot()
+    figs = Figures()
+    objective = data["run"]["objective"]
+    higher = "cycles" not in objective
+    vs_cublas = "cuBLAS" in objective
+
+    # ---- progress: every candidate in order -------------------------------------------------------
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    cands = [c for c in data["candidates"] if c["status"] not in NOT_MEASURED]
+    scored = [c for c in cands if c.get("score") is not None]
+    kept = [c for c in scored if c.get("verdict") == "keep"]
+    reverted = [c for c in scored if c.get("verdict") != "keep"]
+    failed = [c for c in cands if c.get("score") is None]
+    low = min((c["score"] for c in scored), default=1.0)
+    high = max((c["score"] for c in scored), default=1.0)
+    log = high / max(low, 1e-12) > 50
+    floor = low / 2 if log else low - 0.05 * (high - low or 1)
+    ax.scatter([c["seq"] for c in reverted], [c["score"] for c in reverted], s=22, marker="o",
+               facecolors="none", edgecolors=REVERTED, label="reverted", gid="reverted", zorder=3)
+    ax.scatter([c["seq"] for c in kept], [c["score"] for c in kept], s=30, color=KEPT, label="kept",
+               gid="kept", zorder=4)
+    ax.scatter([c["seq"] for c in failed], [floor] * len(failed), s=26, marker="x", color=FAILED,
+               label="failed or refused", gid="failed", zorder=3)
+    best_x, best_y, best = [], [], None
+    for c in sorted(scored, key=lambda c: c["seq"]):
+        if c.get("verdict") == "keep" and (best is None or (c["score"] > best if higher else c["score"] < best)):
+            best = c["score"]
+        if best is not None:
+            best_x.append(c["seq"])
+            best_y.append(best)
+    if best_x:
+        ax.step(best_x, best_y, where="post", color=KEPT, linewidth=1.2, label="best so far", gid="best-so-far")
+    if vs_cublas:
+        ax.axhline(1.0, color="#0969da", linestyle="--", linewidth=1, label="cuBLAS", gid="cublas")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("candidate")
+    ax.set_ylabel(objective)
+    ax.set_title("every candidate in order")
+    ax.legend(loc="lower right" if higher else "upper right", fontsize=8, frameon=False)
+    figs.figs["progress"] = fig
+
+    # ---- the lineage by step -------------------------------------------------------------------
+    steps = data["steps"]
+    if steps:
+        fig, ax = plt.subplots(figsize=(9, 3.4))
+        names = [f"{s['step']}\n{s['family'] or '?'}" for s in steps]
+        if vs_cublas:
+            values = [s.get("tflops") or 0 for s in steps]
+            ax.bar(range(len(steps)), values, color=KEPT, gid="lineage-bars")
+            if data.get("baseline_tflops"):
+                ax.axhline(data["baseline_tflops"], color="#0969da", linestyle="--", linewidth=1,
+                           label=f"cuBLAS ({data['baseline_tflops']:.0f} TFLOP/s)")
+                ax.legend(fontsize=8, frameon=False, loc="upper left")
+            ax.set_ylabel("TFLOP/s")
+            ax.set_ylim(0, 1.18 * max([*values, data.get("baseline_tflops") or 0]))
+            for i, s in enumerate(steps):
+                ax.annotate(f"{s['score']:.3f}×", (i, values[i]), ha="center", va="bottom", fontsize=7)
+        else:
+            values = [s.get("score") or 0 for s in steps]
+            ax.bar(range(len(steps)), values, color=KEPT, gid="lineage-bars")
+            ax.set_ylabel(objective)
+        ax.set_xticks(range(len(steps)), names, fontsize=7)
+        ax.set_title("the kept lineage, step by step")
+        figs.figs["lineage"] = fig
+
+    # ---- spread of the best kernel's paired measurements ------------------------------------------
+    sp = data.get("spread") or {}
+    if sp.get("ratios"):
+        fig, ax = plt.subplots(figsize=(9, 2.6))
+        ratios = sp["ratios"]
+        ax.hist(ratios, bins=min(30, max(5, len(ratios) // 2)), color=REVERTED, gid="spread")
+        r = sp.get("ratio", {})
+        if r.get("median") is not None:
+            ax.axvline(r["median"], color=KEPT, linewidth=1.5, label=f"median {r['median']:.4f}")
+        if r.get("ci_low") is not None:
+            ax.axvspan(r["ci_low"], r["ci_high"], color=KEPT, alpha=0.2,
+                       label=f"CI {r['ci_low']:.4f}–{r['ci_high']:.4f}")
+        ax.set_xlabel(f"{objective}, one value per timed pair ({len(ratios)} pairs)")
+        ax.set_ylabel("pairs")
+        ax.set_title("the best kernel's measurement: paired ratios against the baseline")
+        ax.legend(fontsize=8, frameon=False)
+        figs.figs["spread"] = fig
+
+    # ---- co-design: cycles by phase, and the model against the simulator -----------------------------
+    h = data.get("harness") or {}
+    if h.get("phases"):
+        fig, ax = plt.subplots(figsize=(9, 3.4))
+        by_phase: dict[str, list] = {}
+        for c in cands:
+            phase = (c.get("knobs") or {}).get("phase")
+            if phase and c.get("score") is not None:
+                by_phase.setdefault(phase, []).append(c)
+        order = sorted(by_phase)
+        for i, phase in enumerate(order):
+            pts = by_phase[phase]
+            xs = [i + (j - (len(pts) - 1) / 2) * min(0.08, 0.7 / max(len(pts), 1)) for j in range(len(pts))]
+            ax.scatter(xs, [c["score"] for c in pts], s=18, color=REVERTED, gid=f"phase-{phase}")
+        best_of = {p["phase"]: p["cycles"] for p in h["phases"]}
+        ax.bar([order.index(p) for p in best_of if p in order], [best_of[p] for p in best_of if p in order],
+               color=KEPT, alpha=0.35, width=0.8, label="phase best")
+        if h.get("baseline_cycles"):
+            ax.axhline(h["baseline_cycles"], color="#0969da", linestyle="--", linewidth=1, label="baseline")
+        ax.set_xticks(range(len(order)), [f"phase {p}" for p in order])
+        ax.set_ylabel("cycles")
+        ax.set_title("simulated cycles of every configuration, by phase")
+        ax.legend(fontsize=8, frameon=False)
+        figs.figs["phases"] = fig
+    if h.get("model"):
+        fig, ax = plt.subplots(figsize=(4.8, 4.2))
+        pred = [m["predicted"] for m in h["model"]]
+        sim = [m["simulated"] for m in h["model"]]
+        ax.scatter(pred, sim, s=18, color=KEPT, gid="model")
+        scale = h.get("model_scale")
+        if scale:
+            lo, hi = min(pred), max(pred)
+            ax.plot([lo, hi], [scale * lo, scale * hi], color="#0969da", linewidth=1,
+                    label=f"simulated = {scale:.2f} × predicted")
+            ax.legend(fontsize=8, frameon=False)
+        ax.set_xlabel("model's prediction (cycles)")
+        ax.set_ylabel("simulated (cycles)")
+        ax.set_title("the analytical model against the simulator")
+        figs.figs["model"] = fig
+    return figs
+
+
+def _diff_html(text: str) -> Markup:
+    out = []
+    for line in text.splitlines():
+        cls = "add" if line.startswith("+") and not line.startswith("+++") else \
+              "del" if line.startswith("-") and not line.startswith("---") else \
+              "hunk" if line.startswith("@@") else ""
+        out.append(f'<span class="{cls}">{Markup.escape(line)}</span>' if cls else str(Markup.escape(line)))
+    return Markup("\n".join(out))
+
+
+def render(store: Store, run_id: int, png_dir: Path | None = None) -> tuple[str, list[Path]]:
+    """The page, and the PNGs written (with `png_dir`)."""
+    data = collect(store, run_id)
+    figs = figures(data)
+    try:
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                 undefined=jinja2.StrictUndefined)
+        env.filters["diff_html"] = _diff_html
+        env.filters["pretty"] = lambda v: json.dumps(v, indent=2, default=str)
+        page = env.get_template("report.html.j2").render(
+            data=data, charts={name: figs.svg(name) for name in figs.figs})
+        pngs = figs.png(png_dir) if png_dir is not None else []
+    finally:
+        figs.close()
+    return page, pngs

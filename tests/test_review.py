@@ -1,0 +1,193 @@
+"""Reviewing a real run: `diff`, `lineage --tree`, `runs` filters and the HTML report, over a database
+recorded by `autodiscovery run --campaign hopper-gemm` on an H100 (tests/data/h100_run.db), and a
+co-design run replayed from the recorded 512³ results."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery import report
+from autodiscovery.cli import app
+from autodiscovery.store import Store
+
+DATA = Path(__file__).parent / "data"
+cli = CliRunner()
+
+
+@pytest.fixture()
+def db(tmp_path) -> Path:
+    path = tmp_path / "h100_run.db"
+    shutil.copy(DATA / "h100_run.db", path)  # the recorded file stays as it was
+    return path
+
+
+def run_json(args: list[str]):
+    out = cli.invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_diff_of_two_recorded_candidates(db):
+    d = run_json(["diff", "1/5", "1/6", "--db", str(db)])
+    assert d["a"]["family"] == "wgmma_persistent" and d["b"]["family"] == "wgmma_cluster"
+    assert d["b"]["score"] > 1.0 > d["a"]["score"]
+    assert d["knobs_changed"]["EPILOGUE"] == [None, "tma_split"] and "BM" not in d["knobs_changed"]
+    assert "+cluster: [1, 1, 1]" in d["diff"].splitlines()
+    assert d["lines_added"] == sum(1 for ln in d["diff"].splitlines() if ln[:1] == "+" and ln[:3] != "+++")
+    same = run_json(["diff", "1/6", "1/6", "--db", str(db)])
+    assert same["diff"] == "" and same["knobs_changed"] == {}
+    bad = cli.invoke(app, ["diff", "1/6", "6", "--db", str(db)])
+    assert bad.exit_code != 0 and "RUN/SEQ" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_tree_puts_every_candidate_under_its_parent(db):
+    rows = run_json(["lineage", "1", "--tree", "--db", str(db)])
+    cands = run_json(["show", "1", "--db", str(db)])["candidates"]
+    assert sorted(r["seq"] for r in rows) == sorted(c["seq"] for c in cands)
+    for i, r in enumerate(rows):
+        if r["depth"] == 0:
+            assert r["parent_seq"] is None
+            continue
+        parent = next(p for p in reversed(rows[:i]) if p["depth"] == r["depth"] - 1)
+        assert parent["seq"] == r["parent_seq"]
+    assert [r["seq"] for r in rows if r["best"]] == [6]
+    # The structural climb branched from the seed and from wgmma_ws; the knob moves from the best.
+    under_best = [r["seq"] for r in rows if r["parent_seq"] == 6]
+    assert len(under_best) >= 15
+    shown = cli.invoke(app, ["lineage", "1", "--tree", "--db", str(db)])
+    assert shown.exit_code == 0 and "wgmma_cluster" in shown.output
+
+
+def test_runs_filters(db):
+    assert [r["id"] for r in run_json(["runs", "--db", str(db)])] == [1]
+    assert run_json(["runs", "--campaign", "edge-codesign", "--db", str(db)]) == []
+    assert [r["id"] for r in run_json(["runs", "--status", "finished", "--db", str(db)])] == [1]
+    assert run_json(["runs", "--status", "running", "--db", str(db)]) == []
+    assert [r["id"] for r in run_json(["runs", "--since", "2026-11-22", "--db", str(db)])] == [1]
+    assert run_json(["runs", "--since", "2026-11-23T00:00", "--db", str(db)]) == []
+    assert report.parse_since("3d") < report.parse_since("2h")
+    bad = cli.invoke(app, ["runs", "--since", "yesterday", "--db", str(db)])
+    assert bad.exit_code != 0 and "--since" in bad.output and "Traceback" not in bad.output
+
+
+class Page(HTMLParser):
+    """The parts of the report a test checks: tables' rows, chart groups and their marks, links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, int] = {}
+        self.table: str | None = None
+        self.groups: list[str] = []
+        self.marks: dict[str, int] = {}
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table":
+            self.table = a.get("id")
+        if tag == "tr" and self.table:
+            self.rows[self.table] = self.rows.get(self.table, 0) + 1
+        if tag == "g":
+            self.groups.append(a.get("id") or "")
+        if tag in ("use", "path") and self.groups:
+            for g in self.groups:
+                if g:
+                    self.marks[g] = self.marks.get(g, 0) + (tag == "use")
+        for key in ("src", "href", "xlink:href"):
+            if a.get(key):
+                self.urls.append(a[key])
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.table = None
+        if tag == "g" and self.groups:
+            self.groups.pop()
+
+
+def parse(path: Path) -> tuple[str, Page]:
+    text = path.read_text()
+    page = Page()
+    page.feed(text)
+    return text, page
+
+
+def test_the_report_is_one_self_contained_page(db, tmp_path):
+    out = tmp_path / "report.html"
+    result = cli.invoke(app, ["report", "1", "--out", str(out), "--png", str(tmp_path / "png"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    text, page = parse(out)
+    cands = [c for c in run_json(["show", "1", "--db", str(db)])["candidates"] if c["status"] not in ("proposed",)]
+    kept = [c for c in cands if c["verdict"] == "keep"]
+    failed = [c for c in cands if c["score"] is None]
+    # One chart mark per candidate: kept, reverted and failed drawn apart.
+    assert page.marks.get("kept") == len(kept) == 7
+    assert page.marks.get("reverted", 0) == len(cands) - len(kept) - len(failed)
+    assert page.marks.get("failed", 0) == len(failed)
+    assert {"best-so-far", "cublas", "lineage-bars", "spread"} <= set(page.marks) | {g for g in re.findall(r'<g id="([^"]+)"', text)}
+    chain = run_json(["lineage", "1", "--db", str(db)])
+    assert page.rows["lineage"] == len(chain) + 1  # the header row and one per step
+    # Nothing is fetched: links only within the page, no external URL anywhere but XML namespaces.
+    assert all(u.startswith("#") for u in page.urls), [u for u in page.urls if not u.startswith("#")][:3]
+    assert not re.findall(r'https?://(?!www\.w3\.org/)', text)
+    assert "1.009× cuBLAS" in text and "tma_split" in text
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["lineage.png", "progress.png", "spread.png"]
+    assert all((tmp_path / "png" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("progress.png",))
+
+
+def chromium() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and os.environ.get("CI"):
+        pytest.fail("chromium is missing on CI: .ci/run installs Debian's chromium")
+    return found
+
+
+def test_the_report_renders_in_headless_chromium(db, tmp_path):
+    browser = chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    out = tmp_path / "report.html"
+    assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
+    shot = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+         "--window-size=1200,2400", f"--screenshot={shot}", out.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    console = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert console == [], console[:5]
+
+
+def test_a_co_design_report_has_its_phases_and_model(tmp_path):
+    from replay import SimReplay
+
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.loop import Loop
+    from harnesses.accelsim.agent import CodesignAgent
+
+    data = json.loads((DATA / "edge_512_run.json").read_text())
+    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
+                for r in data["results"]}
+    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    db = tmp_path / "codesign.db"
+    Loop(c, Store(db), SimReplay(recorded=recorded), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    out = tmp_path / "codesign.html"
+    result = cli.invoke(app, ["report", "1", "--out", str(out), "--png", str(tmp_path / "png"), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    text, page = parse(out)
+    phases = report.summary(Store(db), 1)[1]["phases"]
+    assert page.rows["phases"] == len(phases) + 1
+    assert "cuBLAS" not in text and "cycles" in text
+    assert {"phases.png", "model.png", "progress.png", "lineage.png"} <= {p.name for p in (tmp_path / "png").iterdir()}
+    assert page.marks.get("model", 0) == len(report.summary(Store(db), 1)[1]["model"])
