@@ -347,6 +347,27 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
 
 @app.command()
 @friendly
+def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
+           set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field of the run's "
+                                                                          "campaign: key.path=value.")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+           db: DbOption = None) -> None:
+    """Measure the run's best lineage again on this machine, beside the recorded figures."""
+    with console.status(f"replaying run {run_id}") as status:
+        data = runner.replay(run_id, store(db), list(set_ or []),
+                             progress=lambda msg: status.update(f"replay of run {run_id}: {msg}"))
+    if as_json:
+        return emit_json(data)
+    console.print(display.replay_table(data))
+    if data["differences"]:
+        console.print(display.fingerprints_table(data))
+    flagged = [s for s in data["steps"] if s["flag"]]
+    say(f"{len(flagged)} of {len(data['steps'])} steps differ from the recording by more than the noise"
+        if flagged else f"all {len(data['steps'])} steps agree with the recording within the noise")
+
+
+@app.command()
+@friendly
 def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).")],
          b: Annotated[str, typer.Argument(help="Another candidate: RUN/SEQ (the run may differ).")],
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

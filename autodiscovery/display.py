@@ -198,6 +198,39 @@ def profile_table(label: str, profile: dict) -> Table:
     return t
 
 
+def replay_table(data: dict) -> Table:
+    """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise."""
+    cycles = "cuBLAS" not in data["objective"]
+    t = Table(title=f"replay of run {data['run']} ({data['campaign']}) on {data['fingerprint'].get('gpu', '?')}"
+                    f"{'' if data['same_machine'] else ' (another machine or toolchain than the recording)'}")
+    cols = ["step", "#", "technique"]
+    cols += ["recorded", "replayed", "Δ"] if cycles else ["TFLOP/s rec.", "TFLOP/s now", "% of peak",
+                                                           "× cuBLAS rec.", "× cuBLAS now", "Δ"]
+    for col in [*cols, ""]:
+        t.add_column(col, overflow="fold")
+    for s in data["steps"]:
+        rec, rep = s["recorded"], s["replayed"]
+        name = f"{s['phase']}: {s['family']}" if s.get("phase") else (s["family"] or "?")
+        now = fmt(rep["score"], ".0f" if cycles else ".3f") if rep["status"] == "ok" else f"[red]{rep['status']}[/]"
+        delta = f"{s['delta']:+.1%}" if s["delta"] is not None else "–"
+        flag = "[yellow]⚠[/]" if s["flag"] else ""
+        if cycles:
+            t.add_row(str(s["step"]), str(s["seq"]), name, fmt(rec["score"], ".0f"), now, delta, flag)
+        else:
+            t.add_row(str(s["step"]), str(s["seq"]), name, fmt(rec["tflops"], ".1f"), fmt(rep["tflops"], ".1f"),
+                      fmt(rep["pct_peak"], ".1f"), fmt(rec["score"], ".3f"), now, delta, flag)
+    return t
+
+
+def fingerprints_table(data: dict) -> Table:
+    t = Table(title="where the recording and the replay differ")
+    for col in ("", "recorded", "this machine"):
+        t.add_column(col, overflow="fold")
+    for k, (was, now) in data["differences"].items():
+        t.add_row(k, str(was), str(now))
+    return t
+
+
 def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> Table:
     M, N, K = shape
     t = Table(title=f"ladder at {M}×{N}×{K} (run {run_id}): each family's best, interleaved with cuBLAS")

@@ -156,6 +156,87 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store, 
     return target, outcome
 
 
+NOISE_FLOOR = 0.02
+"""Replayed and recorded figures of a timed objective may differ this much (another process, another
+hour of the GPU's clocks) before the difference is flagged; a deterministic one (cycles) may not differ."""
+FINGERPRINT_KEYS = ("gpu", "sms", "cc", "max_sm_clock_mhz", "driver", "cuda_driver", "cuda_runtime", "cublas",
+                    "nvcc", "arch", "simulator", "baseline")
+
+
+def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, progress=lambda _: None) -> dict:
+    """Measure a run's best lineage again, on this machine: every kept step (for co-design runs, each
+    phase's winner), in one evaluation process where the harness can, beside the recorded figures."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from autodiscovery import report
+    from autodiscovery.store import Candidate
+
+    with store.session() as s:
+        run = Run.find(s, run_id)
+        if run is None:
+            raise AutoDiscoveryError(f"no run {run_id} in this database")
+        config, recorded_fp = dict(run.config), dict(run.fingerprint)
+    for assignment in overrides:
+        apply_override(config, assignment)
+    campaign = validate(config, f"run {run_id} config")
+    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    progress("checking this machine")
+    fingerprint = harness.preflight()
+    extra = report.summary(store, run_id)[1] or {}
+    if extra.get("phases"):
+        rows = [report.show_candidate(store, run_id, p["seq"]) | {"phase": p["phase"]} for p in extra["phases"]]
+    else:
+        rows = report.lineage(store, run_id)
+    if not rows:
+        raise AutoDiscoveryError(f"run {run_id} has no kept step to replay")
+    with store.session() as s:
+        sources = [Candidate.by_seq(s, run_id, r["seq"]).source for r in rows]
+    progress(f"building {len(rows)} steps")
+    with ThreadPoolExecutor(max_workers=workers(harness)) as pool:
+        builds = list(pool.map(harness.build, sources))
+    progress(f"measuring {len(rows)} steps")
+    if hasattr(harness, "replay"):
+        outcomes = harness.replay(list(zip(sources, builds)))
+    else:
+        outcomes = []
+        for i, (src, b) in enumerate(zip(sources, builds)):
+            progress(f"measuring step {i + 1} of {len(rows)}")
+            outcomes.append(assess(harness, src, b))
+    peak = fingerprint.get("peak_tflops")
+    steps = []
+    for i, (r, out) in enumerate(zip(rows, outcomes)):
+        m = out.metrics if out.status == "ok" else {}
+        tflops = (m.get("tflops") or {}).get("candidate")
+        ratio = m.get("ratio") or {}
+        rec, rep = r.get("score"), out.score
+        delta = (rep - rec) / rec if rec and rep is not None else None
+        noise = 0.0
+        if r.get("ci_low") is not None and ratio.get("ci_low") is not None and rec and rep:
+            halves = (r["ci_high"] - r["ci_low"]) / 2 / rec + (ratio["ci_high"] - ratio["ci_low"]) / 2 / rep
+            noise = max(NOISE_FLOOR, 3 * halves)
+        steps.append({
+            "step": i, "seq": r["seq"], "family": r.get("family"), "phase": r.get("phase"),
+            "recorded": {"score": rec, "tflops": r.get("tflops"), "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high")},
+            "replayed": {"status": out.status, "score": rep, "tflops": tflops,
+                         "pct_peak": 100 * tflops / peak if tflops and peak else None,
+                         "ci_low": ratio.get("ci_low"), "ci_high": ratio.get("ci_high"),
+                         "log": out.log.splitlines()[0] if out.status != "ok" and out.log else ""},
+            "delta": delta, "noise": noise,
+            "flag": out.status != "ok" or delta is None or abs(delta) > noise,
+        })
+    def facts(fp: dict) -> dict:
+        out = {k: fp.get(k) for k in FINGERPRINT_KEYS if k in fp}
+        if isinstance(out.get("baseline"), dict):  # its kind and algorithm, not the timings that chose it
+            out["baseline"] = " ".join(str(out["baseline"].get(k)) for k in ("kind", "algo_index") if k in out["baseline"])
+        return out
+
+    was, now = facts(recorded_fp), facts(fingerprint)
+    differences = {k: [was[k], now[k]] for k in was if k in now and was[k] != now[k]}
+    return {"run": run_id, "campaign": campaign.name, "objective": harness.objective.name,
+            "recorded_fingerprint": recorded_fp, "fingerprint": fingerprint, "differences": differences,
+            "same_machine": not differences, "steps": steps}
+
+
 def parse_shape(text: str) -> tuple[int, int, int]:
     """'4096' (square) or 'MxNxK'."""
     parts = text.lower().split("x")

@@ -229,3 +229,19 @@ def test_cluster_family_variants_pass_the_gate(build_cache, variant, shape):
     assert not fam.violations(knobs, {"M": M, "N": N, "K": K})
     out = evaluate(h, Space("hopper_gemm").render("wgmma_cluster", knobs))
     assert out.status == "ok", out.log
+
+
+def test_replay_of_a_short_real_run(tmp_path, build_cache):
+    """`replay RUN`: the kept steps measured again in one process, each beside its recorded figure."""
+    store = Store(tmp_path / "gpu.db")
+    run_id = runner.start("hopper-gemm", ["budget.candidates=3", "problem.M=2048", "problem.N=2048",
+                                          "problem.K=2048", f"harness.cache_dir={build_cache}"], store)
+    chain = report.lineage(store, run_id)
+    data = runner.replay(run_id, store)
+    assert [s["seq"] for s in data["steps"]] == [r["seq"] for r in chain]
+    assert data["same_machine"] and data["differences"] == {}
+    for s in data["steps"]:
+        assert s["replayed"]["status"] == "ok" and s["replayed"]["score"] > 0
+        assert s["delta"] is not None and s["replayed"]["pct_peak"] > 0
+    # The structural steps are far apart; the replay ranks them the same way.
+    assert [s["replayed"]["score"] for s in data["steps"]] == sorted(s["replayed"]["score"] for s in data["steps"])

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from autodiscovery import report
 from autodiscovery.cli import app
+from autodiscovery.interfaces import HarnessBase
 from autodiscovery.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -191,3 +192,115 @@ def test_a_co_design_report_has_its_phases_and_model(tmp_path):
     assert "cuBLAS" not in text and "cycles" in text
     assert {"phases.png", "model.png", "progress.png", "lineage.png"} <= {p.name for p in (tmp_path / "png").iterdir()}
     assert page.marks.get("model", 0) == len(report.summary(Store(db), 1)[1]["model"])
+
+
+class RecordedGpu(HarnessBase):
+    """Stands in for the GPU harness in `replay`: each step's figures are its own recorded benchmark,
+    scaled per family (to play a slower or faster machine), on a fingerprint that may differ."""
+
+    from harnesses.hopper_gemm import HopperGemmHarness
+
+    objective = HopperGemmHarness.objective
+    build_workers = 1
+
+    def __init__(self, db: Path, scale: dict[str, float] | None = None, fingerprint: dict | None = None) -> None:
+        self.scale = scale or {}
+        self.by_source: dict[str, tuple[str, dict]] = {}
+        with Store(db).session() as s:
+            from autodiscovery.store import Run
+
+            run = s.get(Run, 1)
+            self.fp = dict(run.fingerprint) | (fingerprint or {})
+            for c in run.candidates:
+                if c.measurement is not None and c.measurement.status == "ok":
+                    self.by_source[c.source] = (c.family, dict(c.measurement.metrics))
+        self.replayed: list[int] = []
+
+    def preflight(self, need_gpu: bool = True) -> dict:
+        return self.fp
+
+    def build(self, source: str):
+        from autodiscovery.build import BuildReport
+
+        return BuildReport(ok=True, cache_key=str(hash(source)), artifact="recorded")
+
+    def replay(self, items):
+        from autodiscovery.interfaces import Outcome
+
+        self.replayed.append(len(items))
+        out = []
+        for source, _ in items:
+            family, m = self.by_source[source]
+            f = self.scale.get(family, 1.0)
+            r = {k: v * f for k, v in m["ratio"].items() if k in ("median", "ci_low", "ci_high")}
+            metrics = {"ratio": r, "tflops": {"candidate": m["tflops"]["candidate"] * f,
+                                               "cublas": m["tflops"]["cublas"]}}
+            out.append(Outcome("ok", metrics, "", 1.0, self.fp["gpu"], r["median"]))
+        return out
+
+
+def test_replay_puts_the_recorded_and_the_replayed_figures_side_by_side(db):
+    from autodiscovery import runner
+
+    same = runner.replay(1, Store(db), harness=RecordedGpu(db))
+    chain = run_json(["lineage", "1", "--db", str(db)])
+    assert [s["seq"] for s in same["steps"]] == [r["seq"] for r in chain]
+    assert same["same_machine"] and same["differences"] == {}
+    assert not any(s["flag"] for s in same["steps"])
+    assert all(s["replayed"]["score"] == pytest.approx(s["recorded"]["score"]) for s in same["steps"])
+    top = same["steps"][-1]["replayed"]
+    assert top["pct_peak"] == pytest.approx(100 * top["tflops"] / same["fingerprint"]["peak_tflops"])
+
+    # Another GPU and cuBLAS: said, with the fingerprints side by side; a step 5% slower is flagged.
+    other = RecordedGpu(db, scale={"wgmma_tma": 0.95, "tiled": 1.01},
+                        fingerprint={"gpu": "NVIDIA H200", "cublas": "13.2.0"})
+    moved = runner.replay(1, Store(db), harness=other)
+    assert other.replayed == [len(chain)]  # one evaluation process for the whole lineage
+    assert not moved["same_machine"]
+    assert moved["differences"]["gpu"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert moved["differences"]["cublas"] == ["13.1.0", "13.2.0"]
+    flagged = {s["family"] for s in moved["steps"] if s["flag"]}
+    assert flagged == {"wgmma_tma"}  # 1% is within the noise, 5% is not
+    assert next(s for s in moved["steps"] if s["family"] == "wgmma_tma")["delta"] == pytest.approx(-0.05)
+
+
+def test_replay_table_and_json_through_the_cli(db, monkeypatch):
+    from autodiscovery import registry
+    from harnesses.hopper_gemm import HopperGemmHarness
+
+    class OnAnH200(RecordedGpu):
+        Settings = HopperGemmHarness.Settings
+
+        def __init__(self, campaign) -> None:
+            super().__init__(db, scale={"wgmma_ws": 0.9}, fingerprint={"gpu": "NVIDIA H200"})
+
+    monkeypatch.setattr(registry, "harness", lambda name: OnAnH200)
+    out = cli.invoke(app, ["replay", "1", "--db", str(db)], terminal_width=200)
+    assert out.exit_code == 0, out.output
+    assert "1 of 7 steps differ from the recording by more than the noise" in out.output
+    assert "NVIDIA H200" in out.output
+    data = run_json(["replay", "1", "--db", str(db)])
+    assert [s["flag"] for s in data["steps"]].count(True) == 1
+    missing = cli.invoke(app, ["replay", "9", "--db", str(db)])
+    assert missing.exit_code != 0 and "no run 9" in missing.output
+
+
+def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
+    from replay import SimReplay
+
+    from autodiscovery import campaign as campaigns, runner
+    from autodiscovery.loop import Loop
+    from harnesses.accelsim.agent import CodesignAgent
+
+    data = json.loads((DATA / "edge_512_run.json").read_text())
+    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
+                for r in data["results"]}
+    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    db = tmp_path / "codesign.db"
+    Loop(c, Store(db), SimReplay(recorded=recorded), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    sim = SimReplay(recorded=recorded)
+    out = runner.replay(1, Store(db), harness=sim)
+    phases = report.summary(Store(db), 1)[1]["phases"]
+    assert [s["phase"] for s in out["steps"]] == [p["phase"] for p in phases]
+    assert [s["replayed"]["score"] for s in out["steps"]] == [p["cycles"] for p in phases]
+    assert not any(s["flag"] for s in out["steps"]) and len(sim.evaluated) == len(phases)

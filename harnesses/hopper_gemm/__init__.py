@@ -152,6 +152,35 @@ class HopperGemmHarness(HarnessBase):
         """Each kernel's errors on every input distribution, failures included (`calibrate.py`)."""
         return self._measure("calibrate", kernels, per_dist=per_dist)
 
+    def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
+        """Several kernels measured again in one evaluation process: each gated, then all timed in one
+        interleaved rotation with the baseline (a lineage replayed step by step)."""
+        outcomes: list[Outcome | None] = []
+        runnable = {}
+        for i, (source, build) in enumerate(items):
+            if not build.ok or not build.artifact:
+                outcomes.append(Outcome("compile_error", log=build.log))
+                continue
+            try:
+                self.check(source)
+            except ManifestError as exc:
+                outcomes.append(Outcome("rejected", log=str(exc)))
+                continue
+            outcomes.append(None)
+            runnable[f"step{i}"] = (source, build)
+        if not runnable:
+            return outcomes
+        out = self._measure("replay", runnable)
+        steps = out.metrics.get("steps", {}) if out.status == "ok" else {}
+        for i in range(len(items)):
+            if outcomes[i] is not None:
+                continue
+            r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
+            metrics = r.get("metrics", {})
+            score = self.objective.read(metrics) if r["status"] == "ok" else None
+            outcomes[i] = Outcome(r["status"], metrics, r.get("log", ""), out.seconds, out.device, score)
+        return outcomes
+
     def profile(self, source: str, build: BuildReport) -> Outcome:
         """Nsight Compute on the candidate and on the baseline, same shape, same inputs: what each
         kernel spends its time on (metrics["profile"]: candidate, baseline)."""

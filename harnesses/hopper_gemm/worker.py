@@ -139,6 +139,54 @@ def benchmark(job: dict) -> dict:
     return {"status": "ok", "metrics": metrics, "log": ""}
 
 
+def replay(job: dict) -> dict:
+    """Several kernels (a lineage's steps) in one process: each gated on its own, then every one that
+    passed timed in one interleaved rotation with the baseline. metrics["steps"][name] holds each
+    kernel's own outcome, with its × baseline from the pairs it shared with the baseline."""
+    from autodiscovery.stats import summarize_ratio
+    from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
+    from harnesses.hopper_gemm.measure import Bench, GateFailure, Tolerance, failure
+
+    s, (M, N, K) = job["settings"], job["shape"]
+    tol = Tolerance.of(s, K)
+    info = device_info()
+    bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"))
+    steps: dict[str, dict] = {}
+    kernels = {}
+    for name, spec in job["kernels"].items():
+        try:
+            k = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
+            bench.gate(k, name, s["gate_draws"], tol)
+            kernels[name] = k
+        except LaunchRefused as exc:
+            steps[name] = {"status": "rejected", "log": f"launch refused: {exc}"}
+        except GateFailure as exc:
+            steps[name] = {"status": "incorrect", "log": str(exc)}
+    if kernels:
+        order = [*kernels, "cublas"]
+        times, inner, _ = bench.interleave({n: kernels.get(n) for n in order}, s["repetitions"], s["warmup_ms"],
+                                           s["sample_ms"], s["timing_budget_s"])
+        results = bench.results(tol)
+        flops = 2 * M * N * K
+        base = times[:, -1]
+        for k, name in enumerate(kernels):
+            bad = [(c, r) for c, r in results if c.kernel == name and c.phase != "gate" and not r["ok"]]
+            if bad:
+                steps[name] = {"status": "incorrect", "log": failure(*bad[0], tol)}
+                continue
+            ms = {"candidate": float(np.median(times[:, k])), "cublas": float(np.median(base))}
+            ratios = base / times[:, k]
+            metrics = {"ms": ms, "tflops": {n: flops / (v * 1e-3) / 1e12 for n, v in ms.items()},
+                       "pairs": len(times), "ratio": summarize_ratio(ratios.tolist(), s["confidence"]),
+                       "peak_tflops": info.peak_tflops, "baseline": s["baseline"]}
+            if info.peak_tflops and metrics["tflops"]["candidate"] > info.peak_tflops:
+                steps[name] = {"status": "rejected", "metrics": metrics,
+                               "log": f"timed above the dense bf16 peak of {info.name}: the measurement was fooled"}
+            else:
+                steps[name] = {"status": "ok", "metrics": metrics, "log": ""}
+    return {"status": "ok", "metrics": {"device": info.name, "steps": steps}, "log": ""}
+
+
 def calibrate(job: dict) -> dict:
     """Errors of each kernel on every distribution, failures included (no timing)."""
     from harnesses.hopper_gemm.gpu import Kernel, device_info
@@ -214,6 +262,8 @@ def main() -> int:
             result = calibrate(job)
         elif job["mode"] == "profile":
             result = profile(job)
+        elif job["mode"] == "replay":
+            result = replay(job)
         else:
             result = benchmark(job)
     except Exception as exc:  # a CUDA error or a failed launch: this candidate crashed
