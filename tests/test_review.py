@@ -304,3 +304,28 @@ def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
     assert [s["phase"] for s in out["steps"]] == [p["phase"] for p in phases]
     assert [s["replayed"]["score"] for s in out["steps"]] == [p["cycles"] for p in phases]
     assert not any(s["flag"] for s in out["steps"]) and len(sim.evaluated) == len(phases)
+
+
+def test_a_database_from_an_earlier_version_upgrades_and_works_with_every_command(tmp_path):
+    """tests/data/old_m002.db was written by an earlier version (migrations m001 and m002 only, no
+    lease, no incumbent column); it opens, upgrades in place through the named migrations, and every
+    review command reads it."""
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    shutil.copy(DATA / "old_m002.db", db)
+    before = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]
+    assert before == ["m001_initial", "m002_llm_calls"]
+    rows = run_json(["runs", "--db", str(db)])
+    after = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]
+    assert after[:2] == before and len(after) > 2 and all(re.fullmatch(r"m\d{3}_\w+", n) for n in after)
+    cands = run_json(["show", "1", "--db", str(db)])["candidates"]
+    assert rows[0]["candidates"] == len(cands) >= 12 and rows[0]["best_score"] > 0.8
+    chain = run_json(["lineage", "1", "--db", str(db)])
+    assert chain[0]["family"] == "naive" and chain[-1]["score"] == rows[0]["best_score"]
+    assert len(run_json(["lineage", "1", "--tree", "--db", str(db)])) == len(cands)
+    assert run_json(["show", "1/3", "--db", str(db)])["seq"] == 3
+    assert run_json(["diff", "1/2", f"1/{chain[-1]['seq']}", "--db", str(db)])["diff"]
+    assert cli.invoke(app, ["report", "1", "--out", str(tmp_path / "r.html"), "--db", str(db)]).exit_code == 0
+    assert cli.invoke(app, ["export", "1", "--out", str(tmp_path / "best.cu"), "--db", str(db)]).exit_code == 0
+    assert "@manifest" in (tmp_path / "best.cu").read_text()
