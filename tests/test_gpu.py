@@ -209,6 +209,9 @@ CLUSTER_VARIANTS = {
     "pairs along N, whole-tile epilogue": {"CLUSTER": 2, "CLUSTER_DIM": "N", "EPILOGUE": "tma", "QSIZE": 3},
     "registers epilogue, nothing in flight": {"EPILOGUE": "regs", "INFLIGHT": 0, "CTAS": 0},
     "padded shared-memory epilogue in pairs along M": {"EPILOGUE": "smem", "QSIZE": 3, "CLUSTER": 2},
+    "BK 128 in pairs along N, super-tiles": {"BK": 128, "QSIZE": 2, "CLUSTER": 2, "CLUSTER_DIM": "N",
+                                             "ORDER": "super", "GROUP_M": 8},
+    "BK 128 tall tiles, super-tiles": {"BM": 256, "BN": 128, "BK": 128, "QSIZE": 2, "ORDER": "super"},
     "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
 }
 
