@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from autodiscovery.build import BuildReport
+from autodiscovery.campaign import SEARCH_SPACES
 from autodiscovery.interfaces import HarnessBase, Outcome
 from autodiscovery.space import Space
 from harnesses.accelsim import AccelsimHarness
@@ -29,6 +33,28 @@ def standin(family: str | None, knobs: dict) -> float:
     """A fixed pseudo-random score around the family's typical × cuBLAS."""
     h = int(hashlib.sha256(key(family, knobs).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return RUNG_SCALE.get(family or "naive", 0.01) * (0.6 + 0.8 * h)
+
+
+def source_index(space: Space) -> dict[str, tuple[str, dict]]:
+    """sha256 of every valid configuration's source -> (family, knobs). Rendering them all takes seconds,
+    so the index is kept in the temporary folder, keyed by the space's files, for every later process."""
+    digest = hashlib.sha256()
+    for path in sorted([space.seeds, SEARCH_SPACES / space.name], key=str):
+        for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+            digest.update(f.name.encode() + f.read_bytes())
+    cache = Path(tempfile.gettempdir()) / f"autodiscovery-replay-index-{digest.hexdigest()[:16]}.json"
+    if cache.exists():
+        return {k: tuple(v) for k, v in json.loads(cache.read_text()).items()}
+    index: dict[str, tuple[str, dict]] = {}
+    for fam in space.families.values():
+        for knobs in (fam.configurations() if fam.template else [{}]):
+            if not fam.violations(knobs, {"M": 4096, "N": 4096, "K": 4096}):
+                src = space.render(fam.name, knobs)
+                index[hashlib.sha256(src.encode()).hexdigest()] = (fam.name, knobs)
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(index))
+    os.replace(tmp, cache)  # whole or not at all, whichever process writes it
+    return index
 
 
 @dataclass
@@ -50,12 +76,7 @@ class ReplayHarness(HarnessBase):
     objective = HopperGemmHarness.objective
 
     def __post_init__(self) -> None:
-        self.by_hash: dict[str, tuple[str, dict]] = {}
-        for fam in self.space.families.values():
-            for knobs in (fam.configurations() if fam.template else [{}]):
-                if not fam.violations(knobs, {"M": 4096, "N": 4096, "K": 4096}):
-                    src = self.space.render(fam.name, knobs)
-                    self.by_hash[hashlib.sha256(src.encode()).hexdigest()] = (fam.name, knobs)
+        self.by_hash = source_index(self.space)
 
     def identify(self, source: str) -> tuple[str | None, dict]:
         return self.by_hash.get(hashlib.sha256(source.encode()).hexdigest(), (None, {}))
