@@ -218,9 +218,11 @@ def test_replaying_the_h100_default_run_past_cublas(store):
     recorded = [(r["family"], r["knobs"]) for r in recordings.values()]
     assert walked[:7] == recorded[:7]  # the structural climb, every step as recorded
     chain = report.lineage(store, run_id)
-    assert [r["family"] for r in chain] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws",
-                                            "wgmma_persistent", "wgmma_cluster"]
-    assert chain[-1]["score"] == pytest.approx(1.009, abs=1e-3)
+    assert [r["family"] for r in chain][:7] == ["naive", "tiled", "mma_sync", "wgmma_tma", "wgmma_ws",
+                                                "wgmma_persistent", "wgmma_cluster"]
+    assert chain[6]["score"] == pytest.approx(1.009, abs=1e-3)
+    # Configurations the recording lacks get stand-in scores; a keep among them is a knob move of rung 7.
+    assert all(r["family"] == "wgmma_cluster" and r["proposer"] == "search:knob" for r in chain[7:])
     screened = [c for c in candidates(store, run_id) if c.decision and "screened out" in c.decision.reason]
     assert screened and all(c.measurement.metrics["pairs"] == 10 for c in screened)
     with store.session() as s:
