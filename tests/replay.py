@@ -22,7 +22,7 @@ from harnesses.hopper_gemm import HopperGemmHarness
 from harnesses.hopper_gemm.manifest import parse, resolve
 
 RUNG_SCALE = {"naive": 0.006, "tiled": 0.05, "mma_sync": 0.45, "wgmma_tma": 0.6, "wgmma_ws": 0.85,
-              "wgmma_persistent": 0.9, "wgmma_cluster": 0.95}
+              "wgmma_persistent": 0.9}
 
 
 def key(family: str | None, knobs: dict) -> str:
