@@ -212,6 +212,7 @@ CLUSTER_VARIANTS = {
     "BK 128 in pairs along N, super-tiles": {"BK": 128, "QSIZE": 2, "CLUSTER": 2, "CLUSTER_DIM": "N",
                                              "ORDER": "super", "GROUP_M": 8},
     "BK 128 tall tiles, super-tiles": {"BM": 256, "BN": 128, "BK": 128, "QSIZE": 2, "ORDER": "super"},
+    "Hilbert order in pairs along M": {"ORDER": "hilbert", "CLUSTER": 2},
     "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
 }
 
