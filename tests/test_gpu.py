@@ -213,6 +213,8 @@ CLUSTER_VARIANTS = {
                                              "ORDER": "super", "GROUP_M": 8},
     "BK 128 tall tiles, super-tiles": {"BM": 256, "BN": 128, "BK": 128, "QSIZE": 2, "ORDER": "super"},
     "Hilbert order in pairs along M": {"ORDER": "hilbert", "CLUSTER": 2},
+    "ping-pong in pairs along M": {"SCHEDULE": "pingpong", "BM": 64, "CLUSTER": 2},
+    "ping-pong 128x128, whole-tile epilogue": {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "EPILOGUE": "tma"},
     "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
 }
 
