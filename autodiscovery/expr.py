@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Mapping
+from functools import lru_cache
 
 from autodiscovery import AutoDiscoveryError
 
@@ -35,10 +36,16 @@ def evaluate(text: str | int | bool, names: Mapping[str, int]) -> int | bool:
     if isinstance(text, (bool, int)):
         return text
     try:
-        tree = ast.parse(str(text), mode="eval")
+        tree = _parse(str(text))
     except SyntaxError:
         raise ExprError(f"'{text}' is not a valid expression") from None
     return _eval(tree.body, names, str(text))
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> ast.Expression:
+    """Constraints are evaluated for every configuration of a space: each text is parsed once."""
+    return ast.parse(text, mode="eval")
 
 
 def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
@@ -83,3 +90,34 @@ def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
         case ast.Call(func=ast.Name(id=fn), args=args, keywords=[]) if fn in FUNCTIONS:
             return FUNCTIONS[fn](*(_eval(a, names, text) for a in args))
     raise ExprError(f"'{text}': only integer arithmetic, comparisons and cdiv/min/max are allowed")
+
+
+_ALLOWED = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Name, ast.Constant, ast.Call,
+            ast.Load, ast.And, ast.Or, ast.Not, ast.USub, *BINARY, *COMPARE)
+
+
+def compiled(text: str):
+    """`text` as Python bytecode, for the project's own constraints, evaluated once per configuration of
+    a space (hundreds of thousands): the same grammar as `evaluate`, checked once. Candidates' manifests
+    go through `evaluate`, which also bounds powers."""
+    try:
+        tree = _parse(str(text))
+    except SyntaxError:
+        raise ExprError(f"'{text}' is not a valid expression") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS and not node.keywords)):
+            raise ExprError(f"'{text}': only integer arithmetic, comparisons and cdiv/min/max are allowed")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (bool, int, str)):
+            raise ExprError(f"'{text}': only integer arithmetic, comparisons and cdiv/min/max are allowed")
+    return compile(tree, f"<{text}>", "eval")
+
+
+def run(code, text: str, names: Mapping[str, int | str]) -> int | bool:
+    """Evaluate what `compiled` made."""
+    try:
+        return eval(code, {"__builtins__": {}, **FUNCTIONS}, dict(names))
+    except NameError as exc:
+        raise ExprError(f"'{text}': unknown name ({exc})") from None
+    except (ZeroDivisionError, TypeError) as exc:
+        raise ExprError(f"'{text}': {exc}") from None

@@ -18,11 +18,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS
-from autodiscovery.expr import ExprError, evaluate
+from autodiscovery.expr import ExprError, compiled, run
 
 
 class SpaceError(AutoDiscoveryError):
     pass
+
+
+_CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
 
 
 class Constraint(BaseModel):
@@ -61,11 +64,18 @@ class Family(BaseModel):
         out = []
         for c in self.constraints:
             try:
-                if not evaluate(c.expr, names):
+                if not run(self._code(c.expr), c.expr, names):
                     out.append(f"{c.why} ({c.expr})")
             except ExprError as exc:
                 out.append(str(exc))
         return out
+
+    @staticmethod
+    def _code(text: str):
+        code = _CODE.get(text)
+        if code is None:
+            code = _CODE[text] = compiled(text)
+        return code
 
     def configurations(self) -> list[dict[str, Any]]:
         keys = list(self.knobs)

@@ -76,3 +76,21 @@ def test_cluster_must_divide_the_grid_and_maps_fit_the_swizzle():
 def test_missing_manifest():
     with pytest.raises(ManifestError, match="no /\\* @manifest"):
         parse("__global__ void f() {}")
+
+
+@pytest.mark.parametrize("bad", ["__import__('os')", "M.bit_length()", "[1][0]", "open(1)", "M if K else N", "M / 2"])
+def test_compiled_constraints_take_the_same_grammar(bad):
+    from autodiscovery.expr import compiled
+
+    with pytest.raises(ExprError):
+        compiled(bad)
+
+
+def test_compiled_constraints_agree_with_the_evaluator():
+    from autodiscovery.expr import compiled, run
+
+    names = {**NAMES, "D": "M"}
+    for text in ["cdiv(N, 128) * 2", "M % 128 == 0 and K >= 64", "D == 'M' or K > 1", "min(M, N) // 2 + (D != 'N')"]:
+        assert run(compiled(text), text, names) == evaluate(text, names)
+    with pytest.raises(ExprError):
+        run(compiled("M // (K - 512)"), "M // (K - 512)", names)
