@@ -33,6 +33,7 @@ def main(db: Annotated[Optional[str], typer.Option(help="Database: a SQLAlchemy 
 
 
 DbOption = Annotated[Optional[str], typer.Option("--db", help="Database: a SQLAlchemy URL or a file path.")]
+SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")]
 
 
 def store(db: str | None = None) -> Store:
@@ -73,7 +74,7 @@ def emit_json(data) -> None:
 @friendly
 def run(
     campaign: Annotated[str, typer.Option(help="Campaign name (see `campaigns`) or path to a YAML file.")] = "hopper-gemm",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    set_: SetOption = None,
     resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Who proposes: search (built in) or llm.")] = None,
     model: Annotated[Optional[list[str]], typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
@@ -145,7 +146,7 @@ def run(
 def measure(
     kernel: Annotated[Path, typer.Argument(help="A kernel source file with its @manifest.")],
     campaign: Annotated[str, typer.Option(help="Campaign whose problem and harness settings apply.")] = "hopper-gemm",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    set_: SetOption = None,
     repeat: Annotated[int, typer.Option(min=1, help="Measure this many times, each in a fresh process.")] = 1,
 ) -> None:
     """Gate and time one kernel against cuBLAS (nothing is recorded)."""
@@ -165,7 +166,7 @@ def measure(
 def profile(
     target: Annotated[str, typer.Argument(help="A recorded candidate, RUN/SEQ (e.g. 3/7), or a kernel file.")],
     campaign: Annotated[str, typer.Option(help="For a kernel file: the campaign whose problem applies.")] = "hopper-gemm",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    set_: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     db: DbOption = None,
 ) -> None:
@@ -186,7 +187,7 @@ def ladder(
     per_family: Annotated[int, typer.Option(min=1, help="Configurations tried per family (default first, then TPE).")] = 6,
     family: Annotated[Optional[list[str]], typer.Option(help="Only these families (repeatable).")] = None,
     campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] = "hopper-gemm",
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")] = None,
+    set_: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 
     db: DbOption = None,

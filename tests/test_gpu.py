@@ -26,6 +26,17 @@ def harness(build_cache):
     return h
 
 
+def harness_at(shape: tuple[int, int, int], build_cache) -> HopperGemmHarness:
+    """The shipped campaign at this shape, with a short timing (these tests are about the gate)."""
+    M, N, K = shape
+    c = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}",
+                                       "harness.repetitions=10", "harness.timeout_s=60",
+                                       f"harness.cache_dir={build_cache}"])
+    h = HopperGemmHarness(c)
+    h.preflight()
+    return h
+
+
 def evaluate(h, source):
     return h.evaluate(source, h.build(source))
 
@@ -123,11 +134,7 @@ def test_every_family_default_passes_the_gate(build_cache, family, shape):
     """Every default through the gate at a square shape and at ragged ones (M, N, K no tile multiple);
     a family whose manifest refuses a shape says so with its `requires`, and must take the other."""
     M, N, K = shape
-    c = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}",
-                                       "harness.repetitions=10", "harness.timeout_s=60",
-                                       f"harness.cache_dir={build_cache}"])
-    h = HopperGemmHarness(c)
-    h.preflight()
+    h = harness_at(shape, build_cache)
     space = Space("hopper_gemm")
     fam = space.families[family]
     out = evaluate(h, space.render(family, fam.default))
@@ -225,11 +232,7 @@ def test_cluster_family_variants_pass_the_gate(build_cache, variant, shape):
     """Clusters (odd cluster-tile counts leave a block with rows or columns past the edge), both TMA
     epilogues and both release orders, at a square and at ragged shapes."""
     M, N, K = shape
-    c = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}",
-                                       "harness.repetitions=10", "harness.timeout_s=60",
-                                       f"harness.cache_dir={build_cache}"])
-    h = HopperGemmHarness(c)
-    h.preflight()
+    h = harness_at(shape, build_cache)
     fam = Space("hopper_gemm").families["wgmma_cluster"]
     knobs = {**fam.default, **CLUSTER_VARIANTS[variant]}
     assert not fam.violations(knobs, {"M": M, "N": N, "K": K})

@@ -170,19 +170,28 @@ def test_the_report_renders_in_headless_chromium(db, tmp_path):
     assert console == [], console[:5]
 
 
-def test_a_co_design_report_has_its_phases_and_model(tmp_path):
+def recorded_cycles() -> dict[str, int]:
+    data = json.loads((DATA / "edge_512_run.json").read_text())
+    return {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
+            for r in data["results"]}
+
+
+def codesign_run(tmp_path: Path) -> Path:
+    """A co-design run driven by the recorded 512³ results (the analytical model where none was recorded)."""
     from replay import SimReplay
 
     from autodiscovery import campaign as campaigns
     from autodiscovery.loop import Loop
     from harnesses.accelsim.agent import CodesignAgent
 
-    data = json.loads((DATA / "edge_512_run.json").read_text())
-    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
-                for r in data["results"]}
     c = campaigns.load("edge-codesign", ["harness.parallel=2"])
     db = tmp_path / "codesign.db"
-    Loop(c, Store(db), SimReplay(recorded=recorded), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    Loop(c, Store(db), SimReplay(recorded=recorded_cycles()), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    return db
+
+
+def test_a_co_design_report_has_its_phases_and_model(tmp_path):
+    db = codesign_run(tmp_path)
     out = tmp_path / "codesign.html"
     result = cli.invoke(app, ["report", "1", "--out", str(out), "--png", str(tmp_path / "png"), "--db", str(db)])
     assert result.exit_code == 0, result.output
@@ -288,16 +297,10 @@ def test_replay_table_and_json_through_the_cli(db, monkeypatch):
 def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
     from replay import SimReplay
 
-    from autodiscovery import campaign as campaigns, runner
-    from autodiscovery.loop import Loop
-    from harnesses.accelsim.agent import CodesignAgent
+    from autodiscovery import runner
 
-    data = json.loads((DATA / "edge_512_run.json").read_text())
-    recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
-                for r in data["results"]}
-    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
-    db = tmp_path / "codesign.db"
-    Loop(c, Store(db), SimReplay(recorded=recorded), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    db = codesign_run(tmp_path)
+    recorded = recorded_cycles()
     sim = SimReplay(recorded=recorded)
     out = runner.replay(1, Store(db), harness=sim)
     phases = report.summary(Store(db), 1)[1]["phases"]
