@@ -56,6 +56,21 @@ class SearchAgentSettings(Strict):
     """Candidates proposed at once, built in parallel."""
 
 
+class LlmParams(Strict):
+    """How requests to one model are made; each field left out takes the default that works for the
+    kind of model (OpenAI's reasoning models gpt-5, o1, o3, o4 take `max_completion_tokens` and no
+    temperature; chat models, vLLM and Ollama take `max_tokens` and a temperature)."""
+
+    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+    """The name of the output-token limit the endpoint accepts for this model."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature (none: agent.llm.temperature, not sent to reasoning models)."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """For reasoning models; none: not sent."""
+    extra_body: dict[str, Any] = {}
+    """Further fields of the request body, e.g. Ollama's {"options": {"num_ctx": 32768}}."""
+
+
 class LlmModel(Strict):
     name: str
     """The model's name at the endpoint."""
@@ -65,6 +80,8 @@ class LlmModel(Strict):
     """Price per million input tokens, for cost accounting (none: cost not tracked)."""
     price_out: float | None = Field(None, ge=0)
     """Price per million output tokens."""
+    params: LlmParams = LlmParams()
+    """How requests to this model are made (token-limit name, temperature, reasoning effort, extra fields)."""
 
 
 class LlmAgentSettings(Strict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import LlmAgentSettings, LlmModel
 
+REASONING_MODELS = re.compile(r"^(openai/)?(gpt-5|o1|o3|o4)([-.:]|$)")
+"""OpenAI models that refuse `max_tokens` and `temperature` (they take `max_completion_tokens`)."""
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 
 
@@ -48,14 +51,31 @@ class LlmClient:
                                     timeout=settings.timeout_s, max_retries=0)
         self.backoff_s = settings.backoff_s
 
+    def options(self, model: LlmModel, max_tokens: int) -> dict:
+        """The request fields for this model: its token-limit name, temperature or reasoning effort, and
+        any extra body fields, each from the model's `params` or the default for its kind."""
+        p = model.params
+        reasoning = bool(REASONING_MODELS.match(model.name))
+        limit = p.token_limit or ("max_completion_tokens" if reasoning else "max_tokens")
+        out: dict = {limit: max_tokens}
+        temperature = p.temperature if p.temperature is not None else (None if reasoning else self.settings.temperature)
+        if temperature is not None:
+            out["temperature"] = temperature
+        if p.reasoning_effort is not None:
+            out["reasoning_effort"] = p.reasoning_effort
+        if p.extra_body:
+            out["extra_body"] = dict(p.extra_body)
+        return out
+
     def preflight(self) -> None:
         """Reach the endpoint once before the run starts; an unreachable one or a rejected key is one line."""
         try:
             served = {m.id for m in self._reaching(self.client.models.list)}
         except openai.NotFoundError:  # no model listing here: a one-token request instead
-            model = self.settings.models[0].name
+            model = self.settings.models[0]
             self._reaching(lambda: self.client.chat.completions.create(
-                model=model, max_tokens=1, messages=[{"role": "user", "content": "Reply with OK."}]))
+                model=model.name, messages=[{"role": "user", "content": "Reply with OK."}],
+                **self.options(model, 16)))
             return
         missing = [m.name for m in self.settings.models if served and m.name not in served]
         if missing:
@@ -99,9 +119,7 @@ class LlmClient:
         start = time.perf_counter()
         try:
             resp = self.client.chat.completions.create(
-                model=model.name, messages=messages, temperature=self.settings.temperature,
-                max_tokens=self.settings.max_tokens,
-            )
+                model=model.name, messages=messages, **self.options(model, self.settings.max_tokens))
         except openai.APIError as exc:
             call.latency_ms = (time.perf_counter() - start) * 1000
             call.error = f"{type(exc).__name__}: {_why(exc)}"

@@ -26,8 +26,11 @@ def stall(seconds: float) -> dict:
 class ScriptedServer:
     """Answers /v1/models with `models`, and each chat completion with the next step of `script`."""
 
-    def __init__(self, script: list[Step], models: tuple[str, ...] = ("scripted",), key: str | None = None) -> None:
+    def __init__(self, script: list[Step], models: tuple[str, ...] = ("scripted",), key: str | None = None,
+                 refuses: dict[str, dict[str, str]] | None = None) -> None:
         self.script = list(script)
+        self.refuses = refuses or {}
+        """model -> {parameter: what to use instead}: answered 400 as OpenAI answers its reasoning models."""
         self.models = models
         self.key = key
         self.requests: list[dict] = []
@@ -64,6 +67,13 @@ class ScriptedServer:
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 server.requests.append(body)
+                for param, instead in server.refuses.get(body.get("model"), {}).items():
+                    if param in body:
+                        return self._send(400, {"error": {
+                            "message": f"Unsupported parameter: '{param}' is not supported with this model. "
+                                       f"Use '{instead}' instead." if instead else
+                                       f"Unsupported value: '{param}' does not support this value with this model.",
+                            "type": "invalid_request_error", "param": param, "code": "unsupported_parameter"}})
                 step = server.script.pop(0) if server.script else fail(500, "script exhausted")
                 if callable(step):
                     step = step(body)

@@ -154,3 +154,50 @@ def test_models_are_drawn_by_weight():
     agent = LlmAgent(c)
     picks = [agent.pick().name for _ in range(400)]
     assert 0.65 < picks.count("a") / 400 < 0.85
+
+
+def test_each_model_gets_the_request_fields_it_accepts():
+    """OpenAI's reasoning models refuse `max_tokens` and `temperature` (HTTP 400, as the scripted server
+    answers for them); the client sends them `max_completion_tokens` and no temperature, chat models
+    `max_tokens` and the temperature, and a model's `params` override either and add body fields."""
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.llm import LlmClient
+
+    refuses = {"gpt-5-mini": {"max_tokens": "max_completion_tokens", "temperature": ""}}
+    script = [say("first"), say("second"), say("third")]
+    with ScriptedServer(script, models=("gpt-5-mini", "chat", "local"), refuses=refuses) as server:
+        c = campaigns.load("hopper-gemm", [
+            "agent.kind=llm", f"agent.llm.base_url={server.url}", "agent.llm.temperature=0.3",
+            "agent.llm.models=[{name: gpt-5-mini, params: {reasoning_effort: low}}, {name: chat},"
+            " {name: local, params: {token_limit: max_completion_tokens, temperature: 0.9,"
+            " extra_body: {options: {num_ctx: 32768}}}}]"])
+        client = LlmClient(c.agent.llm)
+        client.preflight()
+        replies = [client.chat(m, [{"role": "user", "content": "hi"}])[0] for m in c.agent.llm.models]
+        assert replies == ["first", "second", "third"]
+        reasoning, chat, local = server.requests
+    assert reasoning["max_completion_tokens"] == c.agent.llm.max_tokens and "max_tokens" not in reasoning
+    assert "temperature" not in reasoning and reasoning["reasoning_effort"] == "low"
+    assert chat["max_tokens"] == c.agent.llm.max_tokens and chat["temperature"] == 0.3
+    assert "max_completion_tokens" not in chat and "reasoning_effort" not in chat
+    assert local["max_completion_tokens"] == c.agent.llm.max_tokens and local["temperature"] == 0.9
+    assert local["options"] == {"num_ctx": 32768}
+
+
+def test_a_refused_parameter_is_one_line_naming_model_and_parameter():
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.llm import LlmClient, LlmError
+
+    refuses = {"gpt-5-mini": {"max_tokens": "max_completion_tokens"}}
+    with ScriptedServer([say("never")], models=("gpt-5-mini",), refuses=refuses) as server:
+        c = campaigns.load("hopper-gemm", [
+            "agent.kind=llm", f"agent.llm.base_url={server.url}",
+            "agent.llm.models=[{name: gpt-5-mini, params: {token_limit: max_tokens}}]"])
+        client = LlmClient(c.agent.llm)
+        try:
+            client.chat(c.agent.llm.models[0], [{"role": "user", "content": "hi"}])
+        except LlmError as exc:
+            text = str(exc)
+        else:
+            raise AssertionError("a refused parameter went through")
+    assert "\n" not in text and "gpt-5-mini" in text and "400" in text and "'max_tokens'" in text
