@@ -55,3 +55,18 @@ def test_no_usable_edit_and_unchanged_edits_are_failures():
 def test_hypothesis_falls_back_to_the_first_line_of_prose():
     r = parse("Use a 4-stage pipeline\n\n" + reply(("a\n", "b\n"), prose=""))
     assert r.hypothesis == "Use a 4-stage pipeline"
+
+
+def test_thinking_is_never_parsed_for_edits():
+    """A reasoning model behind a server without a reasoning parser puts its drafts in <think>: a block
+    drafted there is never applied, nor its hypothesis taken; an unterminated <think> hides the rest."""
+    source = "int main() {\n  int x = 1;\n  return x;\n}\n"
+    draft = "<<<<<<< SEARCH\n  int x = 1;\n=======\n  int x = 2;\n>>>>>>> REPLACE\n"
+    answer = "<<<<<<< SEARCH\n  int x = 1;\n=======\n  int x = 3;\n>>>>>>> REPLACE\n"
+    reply = f"<think>\nHypothesis: two\n{draft}</think>\nHypothesis: three is better.\n{answer}"
+    parsed = parse(reply)
+    assert parsed.hypothesis == "three is better." and len(parsed.edits) == 1
+    assert "int x = 3;" in apply(source, parsed).source
+    only_thinking = parse(f"<think>\nHypothesis: two\n{draft}")
+    assert only_thinking.edits == [] and only_thinking.whole is None
+    assert not apply(source, only_thinking).ok

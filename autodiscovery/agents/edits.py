@@ -15,6 +15,8 @@ BLOCK_RE = re.compile(
     r"^[ \t]*<{5,9} SEARCH[^\n]*\n(.*?)^[ \t]*={5,9}[ \t]*\n(.*?)^[ \t]*>{5,9} REPLACE[^\n]*$", re.S | re.M
 )
 FENCE_RE = re.compile(r"^```[\w+-]*[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+THINKING_RE = re.compile(r"<(think|thinking|reasoning)>.*?(</\1>|\Z)", re.S | re.I)
+"""A reasoning model's thinking, when the server has no reasoning parser: drafts, never the answer."""
 HYPOTHESIS_RE = re.compile(r"^\**\s*hypothesis\s*\**\s*:\s*\**\s*(.+)$", re.I | re.M)
 
 
@@ -44,6 +46,7 @@ class Applied:
 
 
 def parse(reply: str) -> Reply:
+    reply = THINKING_RE.sub("", reply)  # blocks drafted while thinking are never applied
     m = HYPOTHESIS_RE.search(reply)
     if m:
         hypothesis = m.group(1).strip().strip("*").strip()
