@@ -91,6 +91,8 @@ class LlmAgentSettings(Strict):
     """Environment variable that holds the key."""
     models: list[LlmModel] = []
     """One or more models; each proposal records which one made it."""
+    batch: int = Field(2, ge=1, le=64)
+    """Proposals requested per round (each is built, gated and measured before the next round)."""
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int = Field(8000, ge=64)
     """Most output tokens a reply may use."""

@@ -171,7 +171,7 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
     with ScriptedServer(scripted_improvements()) as server:
         run_id = runner.start("hopper-gemm", [
             "agent.kind=llm", "agent.llm.models=[{name: scripted}]", f"agent.llm.base_url={server.url}",
-            "budget.candidates=4", "agent.search.batch=1", f"harness.cache_dir={build_cache}"], store)
+            "budget.candidates=4", "agent.llm.batch=1", f"harness.cache_dir={build_cache}"], store)
     shown = report.show_run(store, run_id)
     cands = shown["candidates"]
     assert [c["proposer"] for c in cands] == ["seed", "llm:scripted", "llm:scripted", "llm:scripted"]

@@ -104,7 +104,7 @@ def test_scripted_session_edits_reflects_retries_and_repairs(tmp_path):
 def test_no_usable_edit_is_never_skipped_silently(tmp_path):
     db = tmp_path / "bad.db"
     with ScriptedServer([say("Let us think about it.")] * 6) as server:
-        res = run(server, db, "--set", "budget.candidates=5", "--set", "agent.search.batch=1", "--set", "agent.llm.reflections=1",
+        res = run(server, db, "--set", "budget.candidates=5", "--set", "agent.llm.batch=1", "--set", "agent.llm.reflections=1",
                   "--set", f"harness.cache_dir={tmp_path / 'cache'}")
     assert res.exit_code == 0, res.output
     shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
@@ -120,7 +120,7 @@ def test_token_budget_stops_the_run(tmp_path):
     db = tmp_path / "tokens.db"
     script = [say(UNROLL), say(BREAKS), say(REPAIR)]
     with ScriptedServer(script) as server:
-        res = run(server, db, "--set", "budget.tokens=1500", "--set", "agent.search.batch=1",
+        res = run(server, db, "--set", "budget.tokens=1500", "--set", "agent.llm.batch=1",
                   "--set", f"harness.cache_dir={tmp_path / 'cache'}")
     assert res.exit_code == 0, res.output
     assert "budget spent: 3600 LLM tokens" in res.output
@@ -201,3 +201,13 @@ def test_a_refused_parameter_is_one_line_naming_model_and_parameter():
         else:
             raise AssertionError("a refused parameter went through")
     assert "\n" not in text and "gpt-5-mini" in text and "400" in text and "'max_tokens'" in text
+
+
+def test_the_llm_agent_has_its_own_batch():
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.agents.llm import LlmAgent
+
+    c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                       "agent.llm.models=[{name: a}]", "agent.llm.batch=3",
+                                       "agent.search.batch=9"])
+    assert LlmAgent(c).batch == 3

@@ -49,6 +49,7 @@ class LlmAgent(AgentBase):
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
         self.settings = campaign.agent.llm
+        self.batch = self.settings.batch
         self.env = prompts()
         self.rng = random.Random(self.settings.seed)
         self.store = self.run_id = self.harness = None
