@@ -15,6 +15,8 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import LlmAgentSettings, LlmModel
 
+PING = "Reply with OK."
+"""The preflight's request to each model."""
 REASONING_MODELS = re.compile(r"^(openai/)?(gpt-5|o1|o3|o4)([-.:]|$)")
 """OpenAI models that refuse `max_tokens` and `temperature` (they take `max_completion_tokens`)."""
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
@@ -68,19 +70,25 @@ class LlmClient:
         return out
 
     def preflight(self) -> None:
-        """Reach the endpoint once before the run starts; an unreachable one or a rejected key is one line."""
+        """Before the run starts: the endpoint is reached, the key accepted, every model served, and each
+        model answers one tiny request made with the run's exact request fields. Any of these failing is
+        one line."""
         try:
             served = {m.id for m in self._reaching(self.client.models.list)}
-        except openai.NotFoundError:  # no model listing here: a one-token request instead
-            model = self.settings.models[0]
-            self._reaching(lambda: self.client.chat.completions.create(
-                model=model.name, messages=[{"role": "user", "content": "Reply with OK."}],
-                **self.options(model, 16)))
-            return
+        except openai.NotFoundError:  # no model listing here: the requests below say it
+            served = set()
         missing = [m.name for m in self.settings.models if served and m.name not in served]
         if missing:
             raise LlmError(f"model(s) {', '.join(missing)} not served at {self.where} "
                            f"(it serves: {', '.join(sorted(served)[:10])})")
+        for model in {m.name: m for m in self.settings.models}.values():
+            try:
+                self._reaching(lambda: self.client.chat.completions.create(
+                    model=model.name, messages=[{"role": "user", "content": PING}], **self.options(model, 16)))
+            except LlmError as exc:
+                raise LlmError(f"{model.name}: {exc}") from None
+            except openai.NotFoundError as exc:
+                raise LlmError(f"{model.name} at {self.where} answered 404: {_why(exc)}") from None
 
     def _reaching(self, request):
         """Run one request, turning an unreachable endpoint or a refused key into a one-line LlmError."""

@@ -34,6 +34,8 @@ class ScriptedServer:
         self.models = models
         self.key = key
         self.requests: list[dict] = []
+        self.pings: list[dict] = []
+        """The preflight's one tiny request per model, answered OK without taking a step of the script."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,7 +68,8 @@ class ScriptedServer:
                 if not self._authorized():
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                server.requests.append(body)
+                ping = body.get("messages", [{}])[-1].get("content") == "Reply with OK."  # the preflight's
+                (server.pings if ping else server.requests).append(body)
                 for param, instead in server.refuses.get(body.get("model"), {}).items():
                     if param in body:
                         return self._send(400, {"error": {
@@ -74,6 +77,11 @@ class ScriptedServer:
                                        f"Use '{instead}' instead." if instead else
                                        f"Unsupported value: '{param}' does not support this value with this model.",
                             "type": "invalid_request_error", "param": param, "code": "unsupported_parameter"}})
+                if ping:
+                    return self._send(200, {
+                        "id": "chatcmpl-ping", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "OK"}}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
                 step = server.script.pop(0) if server.script else fail(500, "script exhausted")
                 if callable(step):
                     step = step(body)

@@ -211,3 +211,24 @@ def test_the_llm_agent_has_its_own_batch():
                                        "agent.llm.models=[{name: a}]", "agent.llm.batch=3",
                                        "agent.search.batch=9"])
     assert LlmAgent(c).batch == 3
+
+
+@needs_nvcc
+def test_the_preflight_asks_each_model_with_the_runs_own_request_fields(tmp_path):
+    """A model that refuses one of the run's request fields stops the run before any work, in one line
+    naming the model and the field; with the fields it accepts, the same run starts."""
+    refuses = {"gpt-5-mini": {"max_tokens": "max_completion_tokens", "temperature": ""}}
+    with ScriptedServer([say(UNROLL)] * 3, models=("gpt-5-mini",), refuses=refuses) as server:
+        forced = cli.invoke(app, [
+            "run", "--base-url", server.url, "--dry-run", "--db", str(tmp_path / "a.db"), "--quiet", *FAST,
+            "--set", "agent.kind=llm", "--set", "agent.llm.models=[{name: gpt-5-mini, params: {token_limit: max_tokens}}]",
+            "--set", "budget.candidates=2"], env={"OPENAI_API_KEY": "test-key"})
+        assert forced.exit_code == 2 and "gpt-5-mini" in forced.output and "'max_tokens'" in forced.output
+        assert "Traceback" not in forced.output and server.requests == []
+        ok = cli.invoke(app, ["run", "--model", "gpt-5-mini", "--base-url", server.url, "--dry-run", "--db",
+                              str(tmp_path / "b.db"), "--quiet", *FAST, "--set", "budget.candidates=2",
+                              "--set", "agent.llm.batch=1", "--set", f"harness.cache_dir={tmp_path / 'cache'}"],
+                        env={"OPENAI_API_KEY": "test-key"})
+        assert ok.exit_code == 0, ok.output
+        assert server.pings[-1]["max_completion_tokens"] == 16 and "temperature" not in server.pings[-1]
+        assert server.requests and all("max_tokens" not in r for r in server.requests)
