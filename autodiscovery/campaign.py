@@ -96,6 +96,9 @@ class LlmAgentSettings(Strict):
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int = Field(8000, ge=64)
     """Most output tokens a reply may use."""
+    context_tokens: int | None = Field(None, ge=256)
+    """The model's context window: the prompt is fitted to it, less `max_tokens`, by leaving out the
+    oldest attempts, then the oldest lineage steps; never the rules or the incumbent (none: not fitted)."""
     timeout_s: float = Field(300.0, gt=0)
     """One request's time limit."""
     retries: int = Field(4, ge=0)

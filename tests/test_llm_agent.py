@@ -232,3 +232,43 @@ def test_the_preflight_asks_each_model_with_the_runs_own_request_fields(tmp_path
         assert ok.exit_code == 0, ok.output
         assert server.pings[-1]["max_completion_tokens"] == 16 and "temperature" not in server.pings[-1]
         assert server.requests and all("max_tokens" not in r for r in server.requests)
+
+
+def test_the_prompt_fits_the_context_by_leaving_out_the_oldest_history():
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.agents import History, Record
+    from autodiscovery.agents.llm import LlmAgent, tokens
+    from autodiscovery.interfaces import HarnessBase
+    from autodiscovery.llm import LlmError
+
+    def agent(context: int | None) -> LlmAgent:
+        c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                           "agent.llm.models=[{name: a}]", "agent.llm.max_tokens=1000",
+                                           *([f"agent.llm.context_tokens={context}"] if context else [])])
+        a = LlmAgent(c)
+
+        class Facts(HarnessBase):
+            def prompt_facts(self) -> dict:
+                return {"tolerance": "0.0013"}
+        a.harness = Facts()
+        return a
+
+    source = "extern \"C\" __global__ void gemm() {}\n" * 20
+    records = [Record(seq=i, family="naive", knobs={}, status="reverted" if i else "kept", score=0.001 * (i + 1),
+                      kept=i == 0, source_hash=str(i), source=source,
+                      hypothesis=f"attempt number {i}: " + "a long explanation of the idea " * 20)
+               for i in range(9)]
+    history = History(records=records, incumbent=records[0])
+    full = agent(None)._prompt(history, records[0])
+    assert "attempt number 8" in full and "attempt number 1" in full
+    a = agent(1000 + tokens(agent(None)._system()) + tokens(full) // 2)
+    fitted = a._prompt(history, records[0])
+    assert tokens(fitted) <= tokens(full) // 2
+    assert "attempt number 8" in fitted and "attempt number 1:" not in fitted  # the newest stay
+    assert source.strip() in fitted  # the incumbent's source is never left out
+    try:
+        agent(1000 + 300)._prompt(history, records[0])
+    except LlmError as exc:
+        assert "agent.llm.context_tokens" in str(exc) and "\n" not in str(exc)
+    else:
+        raise AssertionError("a context too small for the rules and the incumbent went through")

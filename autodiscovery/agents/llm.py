@@ -18,7 +18,7 @@ from autodiscovery.agents import History, Proposal, Record
 from autodiscovery.agents import edits
 from autodiscovery.campaign import Campaign, LlmModel
 from autodiscovery.interfaces import AgentBase
-from autodiscovery.llm import Call, LlmClient
+from autodiscovery.llm import Call, LlmClient, LlmError
 from autodiscovery.store import LlmCall
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
@@ -148,21 +148,48 @@ class LlmAgent(AgentBase):
         return self.env.get_template("system.j2").render(**self._facts())
 
     def _prompt(self, history: History, incumbent: Record) -> str:
-        by_seq = {r.seq: r for r in history.records}
         lineage = [r for r in history.records if r.kept or r.seq == 0]
         attempts = [r for r in history.records if r.seq != 0][-self.settings.attempts_shown:]
         cublas = [r.tflops / r.score for r in history.records if r.tflops and r.score]
-        ctx = {
-            **self._facts(),
-            "incumbent": incumbent, "incumbent_score": score_text(incumbent) or "not measured",
-            "lineage": [{"seq": r.seq, "hypothesis": r.hypothesis, "score_text": score_text(r) or r.status}
-                        for r in lineage],
-            "attempts": [{"seq": r.seq, "status": r.status, "score_text": score_text(r), "build": _facts(r),
-                          "hypothesis": r.hypothesis, "log": trim(r.log) if r.score is None else ""}
-                         for r in attempts if r.seq in by_seq],
-            "cublas_tflops": f"{sorted(cublas)[len(cublas) // 2]:.0f}" if cublas else "775",
-        }
-        return self.env.get_template("propose.j2").render(**ctx)
+
+        def render() -> str:
+            return self.env.get_template("propose.j2").render(**{
+                **self._facts(),
+                "incumbent": incumbent, "incumbent_score": score_text(incumbent) or "not measured",
+                "lineage": [{"seq": r.seq, "hypothesis": r.hypothesis, "score_text": score_text(r) or r.status}
+                            for r in lineage],
+                "attempts": [{"seq": r.seq, "status": r.status, "score_text": score_text(r), "build": _facts(r),
+                              "hypothesis": r.hypothesis, "log": trim(r.log) if r.score is None else ""}
+                             for r in attempts],
+                "cublas_tflops": f"{sorted(cublas)[len(cublas) // 2]:.0f}" if cublas else "775",
+            })
+
+        text = render()
+        if self.settings.context_tokens is None:
+            return text
+        room = self.settings.context_tokens - self.settings.max_tokens - tokens(self._system())
+        while tokens(text) > room and (attempts or len(lineage) > 1):
+            if attempts:
+                attempts = attempts[1:]  # the oldest attempt first
+            else:
+                lineage = lineage[1:]  # then the oldest steps of the lineage; the incumbent stays
+            text = render()
+        if tokens(text) > room:
+            raise LlmError(f"the prompt needs about {tokens(text)} tokens with the rules and the incumbent alone, "
+                           f"more than agent.llm.context_tokens ({self.settings.context_tokens}) less max_tokens "
+                           f"({self.settings.max_tokens}) leaves")
+        return text
+
+
+def tokens(text: str) -> int:
+    """Tokens in `text`: counted with tiktoken where it is installed, else estimated (3.5 characters a
+    token, on the high side for code)."""
+    try:
+        import tiktoken
+
+        return len(tiktoken.get_encoding("o200k_base").encode(text))
+    except Exception:
+        return int(len(text) / 3.5) + 1
 
 
 def _facts(r: Record) -> dict:
