@@ -10,3 +10,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class AutoDiscoveryError(Exception):
     """An error the user can act on; the CLI prints its message on one line and exits non-zero."""
+
+
+class RunFailed(AutoDiscoveryError):
+    """A run cannot go on as configured (an endpoint refuses its requests, say): it ends `failed`, what
+    was recorded stays, and `run --resume` with the cause fixed (`--set ...`) continues it."""

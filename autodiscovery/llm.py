@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import openai
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from autodiscovery import AutoDiscoveryError
+from autodiscovery import RunFailed
 from autodiscovery.campaign import LlmAgentSettings, LlmModel
 
 PING = "Reply with OK."
@@ -22,7 +22,7 @@ REASONING_MODELS = re.compile(r"^(openai/)?(gpt-5|o1|o3|o4)([-.:]|$)")
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
 
 
-class LlmError(AutoDiscoveryError):
+class LlmError(RunFailed):
     pass
 
 

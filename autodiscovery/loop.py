@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from autodiscovery import lease
+from autodiscovery import RunFailed, lease
 from autodiscovery.agents import Record
 from autodiscovery.campaign import Campaign
 from autodiscovery.decide import STOPPED, decide, stop_reason
@@ -78,6 +78,9 @@ class Loop:
         self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint))
         try:
             reason = self._iterate()
+        except RunFailed as exc:
+            self._close("failed", f"failed: {first_line(str(exc))}")
+            raise
         except BaseException:
             self._close("interrupted", "interrupted")
             raise

@@ -272,3 +272,26 @@ def test_the_prompt_fits_the_context_by_leaving_out_the_oldest_history():
         assert "agent.llm.context_tokens" in str(exc) and "\n" not in str(exc)
     else:
         raise AssertionError("a context too small for the rules and the incumbent went through")
+
+
+@needs_nvcc
+def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
+    """A 400 that no retry helps (a context overflow) ends the run `failed` with the reason; what was
+    recorded stays; `--resume --set agent.llm...` continues the same run."""
+    db = tmp_path / "mid.db"
+    overflow = "This model's maximum context length is 8192 tokens. However, you requested 12000 tokens."
+    with ScriptedServer([say(UNROLL), fail(400, overflow)]) as server:
+        res = run(server, db, "--set", "budget.candidates=4", "--set", "agent.llm.batch=1",
+                  "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+        assert res.exit_code == 2 and "answered 400" in res.output and "Traceback" not in res.output
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    assert shown["status"] == "failed" and "maximum context length" in shown["stop_reason"]
+    before = len(shown["candidates"])
+    assert before >= 2  # the seed and the first proposal are kept
+    with ScriptedServer([say(UNROLL.replace("unroll 4", "unroll 2"))] * 4) as server:
+        res = cli.invoke(app, ["run", "--resume", "1", "--db", str(db), "--quiet", *FAST,
+                               "--set", f"agent.llm.base_url={server.url}", "--set", "agent.llm.context_tokens=8192",
+                               "--set", "agent.llm.max_tokens=2000"], env={"OPENAI_API_KEY": "test-key"})
+        assert res.exit_code == 0, res.output
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    assert shown["status"] == "finished" and len(shown["candidates"]) > before

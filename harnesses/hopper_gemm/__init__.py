@@ -87,7 +87,8 @@ class HopperGemmHarness(HarnessBase):
 
     def adopt(self, fingerprint: dict) -> None:
         """Take the device facts and the baseline choice of a recorded fingerprint."""
-        self.sms, self.device = fingerprint["sms"], fingerprint["gpu"]
+        # A dry run's fingerprint has no GPU in it: the defaults stay.
+        self.sms, self.device = fingerprint.get("sms", self.sms), fingerprint.get("gpu", self.device)
         self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
 
     def helpers(self) -> str:
