@@ -295,3 +295,53 @@ def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
         assert res.exit_code == 0, res.output
     shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
     assert shown["status"] == "finished" and len(shown["candidates"]) > before
+
+
+PROMPT_SNAPSHOT = """## Hardware
+NVIDIA H100/H200: 132 SMs, 50 MiB L2, up to 227 KB shared memory and 64K registers per SM,
+bf16 tensor cores via wgmma (about 990 TFLOP/s dense at the datasheet clock), TMA, mbarriers, clusters.
+cuBLAS does this problem at about 775 TFLOP/s on this GPU.
+
+## The current best kernel (#0: 0.001× cuBLAS, 32 registers, 0 bytes spilled)
+
+```cuda
+__global__ void gemm() {}
+```
+
+## How it got here (the kept chain)
+
+- #0 0.001× cuBLAS: idea 0
+
+## The last attempts
+
+- #1 [reverted, 0.002× cuBLAS, 32 regs, 0 B spilled] idea 1
+- #2 [compile_error, 32 regs, 0 B spilled] idea 2
+  error: x
+- #3 [reverted, 0.004× cuBLAS, 32 regs, 0 B spilled] idea 3
+
+Propose the next change to the current best kernel: one hypothesis, then the edit.
+"""
+
+
+def test_the_rendered_prompt_is_well_formed():
+    """The whole text, as the model reads it: the fence on its own lines, one attempt a line, a failed
+    attempt's log under it, sections apart."""
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.agents import History, Record
+    from autodiscovery.agents.llm import LlmAgent
+    from autodiscovery.interfaces import HarnessBase
+
+    c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                       "agent.llm.models=[{name: a}]"])
+    agent = LlmAgent(c)
+
+    class Facts(HarnessBase):
+        def prompt_facts(self) -> dict:
+            return {"tolerance": "0.0013"}
+    agent.harness = Facts()
+    records = [Record(seq=i, family="naive", knobs={}, status="reverted" if i else "kept", score=0.001 * (i + 1),
+                      kept=i == 0, source_hash=str(i), source="__global__ void gemm() {}\n", hypothesis=f"idea {i}",
+                      build={"registers": 32, "spill_stores": 0}, log="error: x" if i == 2 else "")
+               for i in range(4)]
+    records[2].score, records[2].status = None, "compile_error"
+    assert agent._prompt(History(records=records, incumbent=records[0]), records[0]) == PROMPT_SNAPSHOT
