@@ -258,9 +258,12 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
 def list_campaigns() -> None:
     """List the campaigns that ship."""
     t = Table(title="campaigns")
-    for col in ("name", "file", "description"):
+    paths = campaigns.available()
+    # A campaign's name is what `run --campaign` takes: printed whole at any terminal width.
+    t.add_column("name", no_wrap=True, min_width=max((len(p.stem) for p in paths), default=4))
+    for col in ("file", "description"):
         t.add_column(col)
-    for path in campaigns.available():
+    for path in paths:
         try:
             c = campaigns.load(str(path))
             t.add_row(path.stem, str(path.name), c.description)
