@@ -8,6 +8,7 @@ logged to the run's llm_calls table.
 
 from __future__ import annotations
 
+import functools
 import random
 from importlib import resources
 from typing import Any
@@ -182,14 +183,21 @@ class LlmAgent(AgentBase):
 
 
 def tokens(text: str) -> int:
-    """Tokens in `text`: counted with tiktoken where it is installed, else estimated (3.5 characters a
-    token, on the high side for code)."""
+    """Tokens in `text`: counted with tiktoken where it is installed (and its tables are at hand), else
+    estimated (3.5 characters a token, on the high side for code)."""
+    encoding = _encoding()
+    return len(encoding.encode(text)) if encoding is not None else int(len(text) / 3.5) + 1
+
+
+@functools.lru_cache(maxsize=1)
+def _encoding():
+    """Looked up once a process: fitting a prompt counts it again after every cut."""
     try:
         import tiktoken
 
-        return len(tiktoken.get_encoding("o200k_base").encode(text))
+        return tiktoken.get_encoding("o200k_base")
     except Exception:
-        return int(len(text) / 3.5) + 1
+        return None
 
 
 def _facts(r: Record) -> dict:

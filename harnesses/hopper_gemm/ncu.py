@@ -89,7 +89,7 @@ def summarize(row: dict[str, str]) -> dict:
     if tensor:
         out["tensor_pipe_pct"] = round(tensor[0][1], 2)
         out["tensor_metric"] = tensor[0][0]
-    stalls = {STALL.match(m).group(1): _number(v) for m, v in row.items() if STALL.match(m)}
+    stalls = {m.group(1): _number(v) for k, v in row.items() if (m := STALL.match(k))}
     top = sorted(((k, v) for k, v in stalls.items() if v), key=lambda kv: -kv[1])[:6]
     out["stalls"] = {k: round(v, 3) for k, v in top}
     return out
