@@ -92,13 +92,28 @@ class LlmAgentSettings(Strict):
     models: list[LlmModel] = []
     """One or more models; each proposal records which one made it."""
     batch: int = Field(2, ge=1, le=64)
-    """Proposals requested per round (each is built, gated and measured before the next round)."""
+    """Proposals requested per round; each draws its own parent and inspirations."""
+    concurrency: int = Field(2, ge=1, le=64)
+    """Requests in flight at once (the proposals of a batch are asked for side by side)."""
+    overlap: bool = True
+    """Ask for the next batch while the current one is built and measured (its verdicts then reach the
+    batch after next); false: every batch sees the verdicts of the one before."""
+    inspirations: int = Field(2, ge=0, le=8)
+    """Other kernels of the program database shown with each prompt, with their code and figures."""
+    exploit: float = Field(0.5, ge=0, le=1)
+    """Chance that a proposal starts from the incumbent; otherwise from another entry of the program
+    database (a family's best, a near miss)."""
+    near_miss: float = Field(0.03, ge=0, le=1)
+    """Measured candidates within this fraction of the incumbent are kept as near misses to build on."""
+    diff_lines: int = Field(40, ge=0)
+    """Lines of each past attempt's diff shown in the prompt."""
     temperature: float = Field(0.7, ge=0, le=2)
     max_tokens: int = Field(8000, ge=64)
     """Most output tokens a reply may use."""
     context_tokens: int | None = Field(None, ge=256)
-    """The model's context window: the prompt is fitted to it, less `max_tokens`, by leaving out the
-    oldest attempts, then the oldest lineage steps; never the rules or the incumbent (none: not fitted)."""
+    """The model's context window: every request is fitted to it, less `max_tokens`, by leaving out the
+    diffs of the oldest attempts, then the oldest attempts, the inspirations, the oldest lineage steps,
+    and the oldest turns of a conversation; never the rules or the kernel to change (none: not fitted)."""
     timeout_s: float = Field(300.0, gt=0)
     """One request's time limit."""
     retries: int = Field(4, ge=0)
@@ -187,6 +202,8 @@ class Campaign(Strict):
     """Validated by the model of the harness it names (`harness.name`), which that harness owns."""
     seed: str = "hopper_gemm/naive.cu"
     """Starting kernel, relative to seeds/ (or an absolute path)."""
+    origin: str | None = None
+    """Set by `run --from RUN/SEQ`: the recorded candidate whose kernel is this run's seed instead."""
     agent: AgentSettings = AgentSettings()
     budget: Budget = Budget()
     stop: StopRules = StopRules()

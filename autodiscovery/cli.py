@@ -73,9 +73,14 @@ def emit_json(data) -> None:
 @app.command()
 @friendly
 def run(
-    campaign: Annotated[str, typer.Option(help="Campaign name (see `campaigns`) or path to a YAML file.")] = "hopper-gemm",
+    campaign: Annotated[Optional[str], typer.Option(
+        help="Campaign name (see `campaigns`) or path to a YAML file [default: hopper-gemm; with --from, that "
+             "run's campaign].")] = None,
     set_: SetOption = None,
     resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
+    from_: Annotated[Optional[str], typer.Option(
+        "--from", help="Start from a recorded candidate, RUN/SEQ (or RUN for its best): it is the new run's seed, "
+                       "its lineage linked (e.g. the llm agent going on where a search run stopped).")] = None,
     agent: Annotated[Optional[str], typer.Option(help="Who proposes: search (built in) or llm.")] = None,
     model: Annotated[Optional[list[str]], typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
@@ -95,8 +100,10 @@ def run(
         overrides.append(f"agent.kind={agent}")
     if base_url:
         overrides.append(f"agent.llm.base_url={json.dumps(base_url)}")
-    if resume is None:  # validate the campaign before opening anything
-        campaigns.load(campaign, overrides)
+    if resume is not None and from_ is not None:
+        raise AutoDiscoveryError("--resume continues a run and --from starts one: give one of them")
+    if resume is None and from_ is None:  # validate the campaign before opening anything
+        campaigns.load(campaign or "hopper-gemm", overrides)
     db = store(db)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
     stop, started = Stop(), []
@@ -110,7 +117,8 @@ def run(
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         if resume is None:
-            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append)
+            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
+                                  from_=from_)
         else:
             run_id = runner.resume(resume, overrides, db, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
                                    started=started.append)
@@ -303,13 +311,18 @@ def show(
     if not seq:
         data = report.show_run(db, int(run_id))
         table, extra = report.summary(db, int(run_id))
+        calls = report.llm_summary(db, int(run_id))
         if as_json:
-            return emit_json(data | {"harness": extra})
+            return emit_json(data | {"harness": extra, "llm_summary": calls})
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+        if data["config"].get("origin"):
+            say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
         console.print(display.candidates_table(data["candidates"], data["objective"]))
         if table is not None:
             console.print(table)
+        if calls:
+            console.print(display.llm_table(calls))
         return
     data = report.show_candidate(db, int(run_id), int(seq))
     if as_json:
@@ -347,6 +360,21 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
         return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
     rows = report.lineage(db, run_id)
     emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.objective_name(db, run_id)))
+
+
+@app.command()
+@friendly
+def prompt(ref: Annotated[str, typer.Argument(help="A candidate, RUN/SEQ, or RUN for its best.")],
+           set_: SetOption = None,
+           seed: Annotated[int, typer.Option(help="Seed of the inspirations' draw.")] = 0,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+           db: DbOption = None) -> None:
+    """The prompt the llm agent would send to change a recorded candidate: the rules, the hardware, the
+    kernel with its ptxas facts and profile, the lineage, inspirations and the last attempts."""
+    data = runner.prompt(ref, store(db), list(set_ or []), seed)
+    if as_json:
+        return emit_json(data)
+    sys.stdout.write(f"=== system ===\n{data['system']}\n=== user ===\n{data['user']}")
 
 
 @app.command()

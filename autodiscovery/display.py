@@ -107,7 +107,8 @@ def lineage_table(run_id: int, rows: list[dict], objective: str = "score") -> Ta
     for i, r in enumerate(rows):
         ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r.get("ci_low") is not None else "–"
         spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
-        t.add_row(str(i), str(r["seq"]), r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
+        where = str(r["seq"]) if r.get("run", run_id) == run_id else f"{r['run']}/{r['seq']}"  # --from another run
+        t.add_row(str(i), where, r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
                   r["score_text"], ci, fmt(r["registers"], "d"), fmt(spills, "d"))
     return t
 
@@ -179,6 +180,20 @@ PROFILE_ROWS = [
     ("registers", "registers / thread", ".0f"), ("smem_kb", "dynamic shared memory (KB)", ".0f"),
     ("grid", "grid (blocks)", ".0f"),
 ]
+
+
+def llm_table(rows: list[dict]) -> Table:
+    """The run's LLM requests by model: what they cost, what failed, what a retry or a later turn recovered."""
+    t = Table(title="LLM requests")
+    for col in ("model", "calls", "ok", "failed (by kind)", "recovered", "proposals", "kept", "tokens in/out",
+                "cost", "median s"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        failed = ", ".join(f"{k} {n}" for k, n in r["errors"].items()) or "–"
+        t.add_row(r["model"], str(r["calls"]), str(r["ok"]), failed, str(r["recovered"]), str(r["proposals"]),
+                  str(r["kept"]), f"{r['input_tokens']}/{r['output_tokens']}", fmt(r["cost"], ".4f"),
+                  fmt(r["median_latency_s"], ".2f"))
+    return t
 
 
 def profile_table(label: str, profile: dict) -> Table:

@@ -72,16 +72,23 @@ def collect(store: Store, run_id: int) -> dict:
     run = report.show_run(store, run_id)
     chain = report.lineage(store, run_id)
     _, extra = report.summary(store, run_id)
-    sources = {c["seq"]: c["source"] for c in run["candidates"]}
+    sources = {(run_id, c["seq"]): c["source"] for c in run["candidates"]}
+    for r in chain:  # steps of the run a --from run continues
+        if (r["run"], r["seq"]) not in sources:
+            sources[(r["run"], r["seq"])] = report.show_candidate(store, r["run"], r["seq"])["source"]
+
+    def name(r: dict) -> str:
+        return f"#{r['seq']}" if r["run"] == run_id else f"{r['run']}/{r['seq']}"
+
     peak = run["fingerprint"].get("peak_tflops")
     steps, prev = [], None
     for i, r in enumerate(chain):
         diff = "" if prev is None else "".join(difflib.unified_diff(
-            sources[prev].splitlines(keepends=True), sources[r["seq"]].splitlines(keepends=True),
-            fromfile=f"#{prev}", tofile=f"#{r['seq']}", n=2))
+            sources[(prev["run"], prev["seq"])].splitlines(keepends=True),
+            sources[(r["run"], r["seq"])].splitlines(keepends=True), fromfile=name(prev), tofile=name(r), n=2))
         steps.append(r | {"step": i, "pct_peak": 100 * r["tflops"] / peak if peak and r.get("tflops") else None,
-                          "diff": diff})
-        prev = r["seq"]
+                          "diff": diff, "name": name(r)})
+        prev = r
     best = next((c for c in run["candidates"] if c["seq"] == run["best_seq"]), None)
     spread = {}
     if best is not None:

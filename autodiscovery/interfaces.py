@@ -95,7 +95,8 @@ class AgentBase:
         from autodiscovery.agents import Proposal
 
         return Proposal(hypothesis="The seed: the starting point every change is measured from.",
-                        source=campaign.seed_path().read_text(), proposer="seed")
+                        source=campaign.seed_path().read_text(), proposer="seed",
+                        family=campaign.seed_path().name.split(".")[0])
 
     def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
         pass

@@ -31,15 +31,25 @@ def score_of(cand: Candidate, objective: Objective) -> float | None:
     return objective.read(ev.metrics) if ev is not None and ev.status == "ok" else None
 
 
-def record_of(cand: Candidate, objective: Objective) -> Record:
-    ev = cand.measurement or (cand.evaluations[-1] if cand.evaluations else None)
+BUILD_FACTS = ("registers", "smem_static", "spill_stores", "spill_loads", "stack", "has_hgmma")
+
+
+def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | None = None) -> Record:
+    """What an agent sees of a candidate; `seq_of` maps this run's candidate ids to their seq."""
+    evs = [e for e in cand.evaluations if e.kind != "profile"]
+    ev = cand.measurement or (evs[-1] if evs else None)
     b = cand.build
-    facts = {k: getattr(b, k) for k in ("registers", "spill_stores", "spill_loads", "stack")} if b else {}
+    facts = {k: getattr(b, k) for k in BUILD_FACTS} if b else {}
     tflops = ev.metrics.get("tflops", {}).get("candidate") if ev is not None and ev.status == "ok" else None
+    profiles = [e for e in cand.evaluations if e.kind == "profile" and e.status == "ok" and "profile" in e.metrics]
+    d = cand.decision
+    reason = d.reason if d else (ev.log if ev is not None and cand.status == "rejected" else "")
     return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status,
                   score=score_of(cand, objective), kept=cand.status == "kept", source_hash=cand.source_hash,
                   hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
-                  build=facts, tflops=tflops)
+                  build=facts, tflops=tflops, parent_seq=(seq_of or {}).get(cand.parent_id),
+                  verdict=d.verdict if d else None, reason=reason,
+                  profile=dict(profiles[-1].metrics["profile"]) if profiles else {})
 
 
 class Ledger:
@@ -64,7 +74,8 @@ class Ledger:
         cands = self.candidates()
         with self.store.session() as s:
             best_id = Run.find(s, self.run_id).best_candidate_id
-        records = [record_of(c, self.objective) for c in cands]
+        seq_of = {c.id: c.seq for c in cands}
+        records = [record_of(c, self.objective, seq_of) for c in cands]
         incumbent = next((r for c, r in zip(cands, records) if c.id == best_id), None)
         return History(records, incumbent, self.objective)
 
@@ -98,8 +109,8 @@ class Ledger:
             seq = s.scalar(select(func.count()).where(Candidate.run_id == self.run_id))
             by_seq = dict(s.execute(select(Candidate.seq, Candidate.id).where(Candidate.run_id == self.run_id)).all())
             for p in proposals:
-                parent = by_seq.get(p.parent_seq, run.best_candidate_id) if p.parent_seq is not None \
-                    else run.best_candidate_id
+                parent = p.origin_id if p.origin_id is not None else \
+                    by_seq.get(p.parent_seq, run.best_candidate_id) if p.parent_seq is not None else run.best_candidate_id
                 cand = Candidate(run_id=self.run_id, seq=seq, parent_id=parent, incumbent_id=run.best_candidate_id,
                                  hypothesis=p.hypothesis, proposer=p.proposer, family=p.family, knobs=p.knobs,
                                  source=p.source, source_hash=source_hash(p.source),

@@ -53,16 +53,17 @@ class LlmClient:
                                     timeout=settings.timeout_s, max_retries=0)
         self.backoff_s = settings.backoff_s
 
-    def options(self, model: LlmModel, max_tokens: int) -> dict:
-        """The request fields for this model: its token-limit name, temperature or reasoning effort, and
-        any extra body fields, each from the model's `params` or the default for its kind."""
+    def options(self, model: LlmModel, max_tokens: int, heat: float = 0.0) -> dict:
+        """The request fields for this model: its token-limit name, temperature (raised by `heat`, up to
+        2) or reasoning effort, and any extra body fields, each from the model's `params` or the default
+        for its kind."""
         p = model.params
         reasoning = bool(REASONING_MODELS.match(model.name))
         limit = p.token_limit or ("max_completion_tokens" if reasoning else "max_tokens")
         out: dict = {limit: max_tokens}
         temperature = p.temperature if p.temperature is not None else (None if reasoning else self.settings.temperature)
         if temperature is not None:
-            out["temperature"] = temperature
+            out["temperature"] = round(min(2.0, temperature + heat), 3)
         if p.reasoning_effort is not None:
             out["reasoning_effort"] = p.reasoning_effort
         if p.extra_body:
@@ -103,8 +104,8 @@ class LlmClient:
         except openai.APIStatusError as exc:
             raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code}: {_why(exc)}") from None
 
-    def chat(self, model: LlmModel, messages: list[dict]) -> tuple[str, list[int]]:
-        """The reply's text, and the ids of the logged calls (one per attempt)."""
+    def chat(self, model: LlmModel, messages: list[dict], heat: float = 0.0) -> tuple[str, list[int]]:
+        """The reply's text (never its reasoning), and the ids of the logged calls (one per attempt)."""
         ids: list[int] = []
         retrying = Retrying(
             retry=retry_if_exception_type(TRANSIENT), reraise=True,
@@ -114,7 +115,7 @@ class LlmClient:
         try:
             for attempt in retrying:
                 with attempt:
-                    return self._once(model, messages, ids), ids
+                    return self._once(model, messages, ids, heat), ids
         except TRANSIENT as exc:
             raise LlmError(f"{model.name} at {self.where}: gave up after {self.settings.retries + 1} attempts: "
                            f"{_why(exc)}") from None
@@ -122,12 +123,12 @@ class LlmClient:
             raise LlmError(f"{model.name} at {self.where} answered {exc.status_code}: {_why(exc)}") from None
         raise AssertionError("unreachable")
 
-    def _once(self, model: LlmModel, messages: list[dict], ids: list[int]) -> str:
+    def _once(self, model: LlmModel, messages: list[dict], ids: list[int], heat: float = 0.0) -> str:
         call = Call(model=model.name, prompt=json.dumps(messages, ensure_ascii=False))
         start = time.perf_counter()
         try:
             resp = self.client.chat.completions.create(
-                model=model.name, messages=messages, **self.options(model, self.settings.max_tokens))
+                model=model.name, messages=messages, **self.options(model, self.settings.max_tokens, heat))
         except openai.APIError as exc:
             call.latency_ms = (time.perf_counter() - start) * 1000
             call.error = f"{type(exc).__name__}: {_why(exc)}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from autodiscovery import RunFailed, lease
-from autodiscovery.agents import Record
+from autodiscovery.agents import Proposal, Record
 from autodiscovery.campaign import Campaign
 from autodiscovery.decide import STOPPED, decide, stop_reason
 from autodiscovery.evaluate import assess, screen
@@ -57,6 +57,8 @@ class Loop:
     stop: Stop = field(default_factory=Stop)
     started: Callable[[int], None] | None = None
     """Called with the run id as soon as the run exists (so an interrupted start can name it)."""
+    seed: Proposal | None = None
+    """A new run's first candidate; none: the agent's seed proposal."""
 
     def start(self, fingerprint: dict) -> int:
         with self.store.session() as s:
@@ -92,35 +94,42 @@ class Loop:
     # ---- the loop -------------------------------------------------------------------------
     def _iterate(self) -> str:
         if not self.ledger.candidates():
-            self.ledger.add([self.agent.seed_proposal(self.campaign)])
+            self.ledger.add([self.seed or self.agent.seed_proposal(self.campaign)])
         self._recover()
         empty_rounds = 0
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            while True:
-                if reason := self._seed_failed() or self._stop_reason():
-                    return reason
-                pending = [c for c in self.ledger.candidates() if c.status == "proposed"]
-                if not pending:
-                    pending, proposed = self._propose()
-                    if not proposed:
-                        return self.agent.exhausted_reason
-                    empty_rounds = 0 if pending else empty_rounds + 1
-                    if empty_rounds >= 3:
-                        return "the agent produced no usable candidate in 3 rounds in a row"
-                pending = self._screen(pending)
-                builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
-                self.display.building([c.seq for c in pending])
-                if self.harness.parallel > 1 and not self.dry_run:  # simulations: side by side, decided in order
-                    with ThreadPoolExecutor(max_workers=self.harness.parallel) as sims:
-                        measured = list(sims.map(lambda c: self._measure(c, builds[c.id], guard=True), pending))
-                    for cand, result in zip(pending, measured):
-                        if result is not None:
-                            self._conclude(cand, *result)
-                    continue
-                for cand in pending:
+        asker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="propose")
+        self.ahead: Future | None = None
+        try:
+            with ThreadPoolExecutor(max_workers=self.workers) as pool:
+                while True:
                     if reason := self._seed_failed() or self._stop_reason():
-                        return reason
-                    self._conclude(cand, *self._measure(cand, builds[cand.id]))
+                        return self._settle(reason)
+                    pending = [c for c in self.ledger.candidates() if c.status == "proposed"]
+                    if not pending:
+                        pending, proposed = self._propose()
+                        if not proposed:
+                            return self.agent.exhausted_reason
+                        empty_rounds = 0 if pending else empty_rounds + 1
+                        if empty_rounds >= 3:
+                            return "the agent produced no usable candidate in 3 rounds in a row"
+                    pending = self._screen(pending)
+                    builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
+                    self.display.building([c.seq for c in pending])
+                    if getattr(self.agent, "overlap", False) and pending:  # the next batch is asked for meanwhile
+                        self.ahead = asker.submit(self._ask, self.ledger.history(), len(pending))
+                    if self.harness.parallel > 1 and not self.dry_run:  # simulations: side by side, decided in order
+                        with ThreadPoolExecutor(max_workers=self.harness.parallel) as sims:
+                            measured = list(sims.map(lambda c: self._measure(c, builds[c.id], guard=True), pending))
+                        for cand, result in zip(pending, measured):
+                            if result is not None:
+                                self._conclude(cand, *result)
+                        continue
+                    for cand in pending:
+                        if reason := self._seed_failed() or self._stop_reason():
+                            return self._settle(reason)
+                        self._conclude(cand, *self._measure(cand, builds[cand.id]))
+        finally:
+            asker.shutdown(wait=False, cancel_futures=True)
 
     def _stop_reason(self) -> str | None:
         return stop_reason(self.ledger.history(), self.campaign, self.elapsed(), self.ledger.llm_usage(),
@@ -145,12 +154,39 @@ class Loop:
                 self._judge(cand, outcome, build)
 
     # ---- proposals ------------------------------------------------------------------------
+    def _room(self, h, in_flight: int = 0) -> int:
+        """How many proposals to ask for: a batch, or what the budget has left."""
+        return min(self.agent.batch or self.campaign.agent.search.batch,
+                   self.campaign.budget.candidates - sum(counted(r.status) for r in h.records) - in_flight)
+
+    def _ask(self, h, in_flight: int) -> list:
+        """The next batch, asked for while `in_flight` candidates are still being built and measured."""
+        n = self._room(h, in_flight)
+        return self.agent.propose(h, n)[:n] if n > 0 else []
+
+    def _settle(self, reason: str) -> str:
+        """A stop rule fired: what the agent was already asked for is recorded (as proposed, evaluated
+        on resume), so the requests it cost are linked to what they produced."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and not ahead.cancel():
+            try:
+                self._record(ahead.result())
+            except Exception:  # the stop stands; a failed request is in llm_calls already
+                pass
+        return reason
+
     def _propose(self) -> tuple[list[Candidate], int]:
         """The new candidates to evaluate, and how many proposals (refused ones included) were made."""
+        ahead, self.ahead = self.ahead, None
+        proposals = ahead.result() if ahead is not None else []
+        if not proposals:
+            h = self.ledger.history()
+            n = self._room(h)
+            proposals = self.agent.propose(h, n)[:n]  # refused ones count too: never more than the budget left
+        return self._record(proposals)
+
+    def _record(self, proposals: list) -> tuple[list[Candidate], int]:
         h = self.ledger.history()
-        n = min(self.agent.batch or self.campaign.agent.search.batch,
-                self.campaign.budget.candidates - sum(counted(r.status) for r in h.records))
-        proposals = self.agent.propose(h, n)[:n]  # refused ones count too: never more than the budget left
         seen = {r.source_hash: r.seq for r in h.records if r.status != "rejected"}
         for p in proposals:  # the same kernel twice is never evaluated twice
             digest = source_hash(p.source)

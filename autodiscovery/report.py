@@ -102,7 +102,8 @@ def runs(store: Store, campaign: str | None = None, status: str | None = None,
 def candidate_row(c: Candidate, objective: Objective) -> dict:
     b = c.build
     return {
-        "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None, "family": c.family,
+        "run": c.run_id, "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None,
+        "parent_run": c.parent.run_id if c.parent else None, "family": c.family,
         "knobs": c.knobs, "proposer": c.proposer, "hypothesis": c.hypothesis, "status": c.status,
         "source_hash": c.source_hash, **_metrics(c, objective),
         "registers": b.registers if b else None, "spill_stores": b.spill_stores if b else None,
@@ -126,6 +127,38 @@ def show_run(store: Store, run_id: int) -> dict:
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
                            "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
         }
+
+
+def llm_summary(store: Store, run_id: int) -> list[dict]:
+    """The run's LLM requests by model: calls, failures by kind and how many a later request of the same
+    proposal recovered, the proposals they made and how many were kept, tokens, cost, latency."""
+    with store.session() as s:
+        calls = list(s.scalars(select(LlmCall).where(LlmCall.run_id == run_id).order_by(LlmCall.id)))
+        status = {c.id: c.status for c in s.scalars(select(Candidate).where(Candidate.run_id == run_id))}
+    rows = []
+    for model in dict.fromkeys(c.model for c in calls):
+        mine = [c for c in calls if c.model == model]
+        errors: dict[str, int] = {}
+        recovered = 0
+        for i, c in enumerate(mine):
+            if c.error:
+                kind = c.error.split(":")[0]
+                errors[kind] = errors.get(kind, 0) + 1
+                recovered += c.candidate_id is not None and any(
+                    d.error is None and d.candidate_id == c.candidate_id for d in mine[i + 1:])
+        proposals = {c.candidate_id for c in mine if c.candidate_id is not None}
+        latencies = sorted(c.latency_ms for c in mine if c.latency_ms is not None and c.error is None)
+        costs = [c.cost for c in mine if c.cost is not None]
+        rows.append({
+            "model": model, "calls": len(mine), "ok": sum(c.error is None for c in mine), "errors": errors,
+            "recovered": recovered, "proposals": len(proposals),
+            "kept": sum(status.get(p) == "kept" for p in proposals),
+            "unlinked": sum(c.candidate_id is None for c in mine),
+            "input_tokens": sum(c.input_tokens or 0 for c in mine), "output_tokens": sum(c.output_tokens or 0 for c in mine),
+            "cost": sum(costs) if costs else None,
+            "median_latency_s": latencies[len(latencies) // 2] / 1000 if latencies else None,
+        })
+    return rows
 
 
 def summary(store: Store, run_id: int) -> tuple[object, dict | None]:
@@ -155,17 +188,23 @@ def show_candidate(store: Store, run_id: int, seq: int) -> dict:
 
 
 def lineage(store: Store, run_id: int) -> list[dict]:
-    """The kept chain from the seed to the best, following each keep back to what it replaced."""
+    """The kept chain from the seed to the best, following each keep back to what it replaced; a run
+    started `--from` another goes on into that run's chain (rows carry their `run`)."""
     with store.session() as s:
         run = _run(s, run_id)
         chain: list[Candidate] = []
         cand = run.best
-        while cand is not None:
+        while cand is not None and cand not in chain:
             chain.append(cand)
             d = s.scalar(select(Decision).where(Decision.candidate_id == cand.id))
-            cand = s.get(Candidate, d.incumbent_id) if d and d.incumbent_id else None
-        objective = objective_of(run)
-        return [candidate_row(c, objective) for c in reversed(chain)]
+            if d and d.incumbent_id:
+                cand = s.get(Candidate, d.incumbent_id)
+            elif cand.parent is not None and cand.parent.run_id != cand.run_id:
+                cand = cand.parent  # the seed of a run started --from another run's candidate
+            else:
+                cand = None
+        objectives = {r: objective_of(s.get(Run, r)) for r in {c.run_id for c in chain}}
+        return [candidate_row(c, objectives[c.run_id]) for c in reversed(chain)]
 
 
 def tree(store: Store, run_id: int) -> list[dict]:
@@ -180,7 +219,9 @@ def tree(store: Store, run_id: int) -> list[dict]:
             children.setdefault(c.parent_id, []).append(c)
         best = run.best.id if run.best else None
         out: list[dict] = []
-        stack = [(c, 0) for c in reversed(children.get(None, []))]
+        ids = {c.id for c in cands}
+        roots = [c for c in cands if c.parent_id is None or c.parent_id not in ids]  # the seed, also of --from
+        stack = [(c, 0) for c in reversed(roots)]
         while stack:
             c, depth = stack.pop()
             out.append(candidate_row(c, objective) | {"depth": depth, "best": c.id == best})

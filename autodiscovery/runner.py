@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 
 from autodiscovery import AutoDiscoveryError, registry
+from autodiscovery.agents import Proposal
 from autodiscovery.campaign import Campaign, apply_override, load, validate
 from autodiscovery.evaluate import assess
 from autodiscovery.loop import Display, Loop, Quiet, Stop
-from autodiscovery.store import Run, Store
+from autodiscovery.report import objective_of
+from autodiscovery.store import Candidate, Run, Store
+from autodiscovery.text import first_line
 from autodiscovery.store.models import utcnow
 
 # What a resumed run may change: how long it goes on, who proposes, how patient it is. Everything else
@@ -29,15 +32,54 @@ def workers(harness) -> int:
     return harness.build_workers or os.cpu_count() or 2
 
 
-def start(name_or_path: str, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
-          dry_run: bool = False, stop: Stop | None = None, started=None) -> int:
-    campaign = load(name_or_path, overrides)  # validated before anything else happens
+def origin(store: Store, ref: str, what: str = "--from") -> tuple[dict, Proposal]:
+    """A recorded candidate to start a run from (`RUN/SEQ`, or `RUN` for its best): its run's campaign,
+    and the new run's seed, linked to it."""
+    run_id, slash, seq = ref.partition("/")
+    if not run_id.isdigit() or (slash and not seq.isdigit()):
+        raise AutoDiscoveryError(f"{what} '{ref}' is neither RUN nor RUN/SEQ (e.g. 3 or 3/7)")
+    with store.session() as s:
+        run = Run.find(s, int(run_id))
+        if run is None:
+            raise AutoDiscoveryError(f"{what} {ref}: no run {run_id} in this database")
+        cand = Candidate.by_seq(s, run.id, int(seq)) if slash else run.best
+        if cand is None:
+            raise AutoDiscoveryError(f"{what} {ref}: run {run_id} has {f'no candidate #{seq}' if slash else 'no best yet'}")
+        if not cand.source:
+            raise AutoDiscoveryError(f"{what} {ref}: candidate #{cand.seq} has no kernel (it was refused before one was made)")
+        ev = cand.measurement
+        score = objective_of(run).read(ev.metrics) if ev is not None and ev.status == "ok" else None
+        measured = f", {score:.4g}{objective_of(run).joiner}{objective_of(run).name}" if score is not None else ""
+        seed = Proposal(hypothesis=f"Continues run {run.id} #{cand.seq} ({cand.proposer}, {cand.family or '?'}{measured}): "
+                                   f"{first_line(cand.hypothesis)}",
+                        source=cand.source, proposer=f"from {run.id}/{cand.seq}", family=cand.family,
+                        knobs=dict(cand.knobs), origin_id=cand.id)
+        return dict(run.config) | {"origin": f"{run.id}/{cand.seq}"}, seed
+
+
+def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
+          dry_run: bool = False, stop: Stop | None = None, started=None, from_: str | None = None) -> int:
+    """A new run of a campaign; with `from_` (RUN[/SEQ]) its seed is that recorded candidate and the
+    campaign is that run's unless one is named."""
+    seed = None
+    if from_ is None:
+        campaign = load(name_or_path or "hopper-gemm", overrides)  # validated before anything else happens
+    else:
+        config, seed = origin(store, from_)
+        if name_or_path is not None:
+            named = load(name_or_path, overrides).model_dump(mode="json")
+            config = named | {"origin": config["origin"]}
+        else:
+            for assignment in overrides:
+                apply_override(config, assignment)
+        campaign = validate(config, f"campaign of run {from_.partition('/')[0]}")
     harness, agent = prepare(campaign, harness)
-    harness.check(agent.seed_proposal(campaign).source)  # a shape the seed cannot take is refused now
+    seed = seed or agent.seed_proposal(campaign)
+    harness.check(seed.source)  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
     loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
-                started=started)
+                started=started, seed=seed)
     return loop.start(fingerprint)
 
 
@@ -156,6 +198,34 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store, 
     return target, outcome
 
 
+def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, harness=None) -> dict:
+    """The messages the LLM agent would send to change a recorded candidate (`RUN/SEQ`, or `RUN` for its
+    best), with inspirations drawn from the run's program database as a proposal draws them."""
+    import random
+
+    from autodiscovery.agents.llm import messages
+    from autodiscovery.agents.programs import Entry, Programs
+    from autodiscovery.ledger import Ledger
+
+    config, _ = origin(store, ref, "prompt")
+    run_id, seq = int(config["origin"].split("/")[0]), int(config["origin"].split("/")[1])
+    config.pop("origin")
+    with store.session() as s:
+        fingerprint = dict(Run.find(s, run_id).fingerprint)
+    for assignment in overrides:
+        apply_override(config, assignment)
+    campaign = validate(config, f"run {run_id} config")
+    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
+    programs = Programs.of(history, near=campaign.agent.llm.near_miss)
+    target = next(r for r in history.records if r.seq == seq)
+    entry = next((e for e in programs.entries if e.record.seq == seq), Entry(target, "chosen by hand"))
+    draw = programs.around(entry, random.Random(seed), campaign.agent.llm.inspirations)
+    system, user = messages(campaign, fingerprint, harness, history, draw)
+    return {"run": run_id, "seq": seq, "role": entry.role, "inspirations": [e.record.seq for e in draw.inspirations],
+            "system": system["content"], "user": user["content"]}
+
+
 NOISE_FLOOR = 0.02
 """Replayed and recorded figures of a timed objective may differ this much (another process, another
 hour of the GPU's clocks) before the difference is flagged; a deterministic one (cycles) may not differ."""
@@ -190,7 +260,7 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     if not rows:
         raise AutoDiscoveryError(f"run {run_id} has no kept step to replay")
     with store.session() as s:
-        sources = [Candidate.by_seq(s, run_id, r["seq"]).source for r in rows]
+        sources = [s.get(Candidate, r["id"]).source for r in rows]
     progress(f"building {len(rows)} steps")
     with ThreadPoolExecutor(max_workers=workers(harness)) as pool:
         builds = list(pool.map(harness.build, sources))

@@ -8,11 +8,17 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from autodiscovery.agents.prompting import tokens
+
 Step = dict | Callable[[dict], dict]
 
 
-def say(content: str, prompt_tokens: int = 1000, completion_tokens: int = 200) -> dict:
-    return {"status": 200, "content": content, "usage": (prompt_tokens, completion_tokens)}
+def say(content: str, prompt_tokens: int = 1000, completion_tokens: int = 200, reasoning: str | None = None,
+        delay: float = 0.0) -> dict:
+    """A reply; `reasoning` comes back as `reasoning_content` (as vLLM's reasoning parsers and DeepSeek
+    return it), `delay` holds the answer back that long (a model thinking)."""
+    return {"status": 200, "content": content, "usage": (prompt_tokens, completion_tokens), "reasoning": reasoning,
+            "delay": delay}
 
 
 def fail(status: int, message: str = "scripted failure") -> dict:
@@ -27,8 +33,14 @@ class ScriptedServer:
     """Answers /v1/models with `models`, and each chat completion with the next step of `script`."""
 
     def __init__(self, script: list[Step], models: tuple[str, ...] = ("scripted",), key: str | None = None,
-                 refuses: dict[str, dict[str, str]] | None = None) -> None:
+                 refuses: dict[str, dict[str, str]] | None = None, context: int | None = None) -> None:
         self.script = list(script)
+        self.context = context
+        """A context window in tokens (counted as the agent counts them: a tokenizer where one is
+        installed): a request whose messages and output limit need more is answered 400, as vLLM does."""
+        self.times: list[tuple[float, float]] = []
+        """(arrived, answered) of each scripted request, by time.monotonic()."""
+        self.lock = threading.Lock()
         self.refuses = refuses or {}
         """model -> {parameter: what to use instead}: answered 400 as OpenAI answers its reasoning models."""
         self.models = models
@@ -69,7 +81,9 @@ class ScriptedServer:
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 ping = body.get("messages", [{}])[-1].get("content") == "Reply with OK."  # the preflight's
-                (server.pings if ping else server.requests).append(body)
+                arrived = time.monotonic()
+                with server.lock:
+                    (server.pings if ping else server.requests).append(body)
                 for param, instead in server.refuses.get(body.get("model"), {}).items():
                     if param in body:
                         return self._send(400, {"error": {
@@ -82,20 +96,34 @@ class ScriptedServer:
                         "id": "chatcmpl-ping", "object": "chat.completion", "created": 0, "model": body["model"],
                         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "OK"}}],
                         "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}})
-                step = server.script.pop(0) if server.script else fail(500, "script exhausted")
+                if server.context is not None:
+                    need = sum(tokens(m.get("content") or "") + 4 for m in body["messages"]) + \
+                        (body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+                    if need > server.context:
+                        return self._send(400, {"error": {
+                            "message": f"This model's maximum context length is {server.context} tokens. However, "
+                                       f"you requested {need:.0f} tokens. Please reduce the length of the messages "
+                                       "or completion.", "type": "BadRequestError", "param": None, "code": 400}})
+                with server.lock:
+                    step = server.script.pop(0) if server.script else fail(500, "script exhausted")
                 if callable(step):
                     step = step(body)
+                if step.get("delay"):
+                    time.sleep(step["delay"])
                 if "sleep" in step:
                     time.sleep(step["sleep"])
                     return self._send(500, {"error": {"message": "slept"}})
                 if step["status"] != 200:
                     return self._send(step["status"], {"error": {"message": step["error"], "type": "server_error"}})
                 pin, pout = step["usage"]
+                message = {"role": "assistant", "content": step["content"]}
+                if step.get("reasoning") is not None:
+                    message["reasoning_content"] = step["reasoning"]
+                with server.lock:
+                    server.times.append((arrived, time.monotonic()))
                 self._send(200, {
                     "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": step["content"]}}],
+                    "model": body["model"], "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                     "usage": {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout},
                 })
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from harnesses.accelsim import AccelsimHarness
 from harnesses.hopper_gemm import HopperGemmHarness
 from harnesses.hopper_gemm.manifest import parse, resolve
 
+MARK = re.compile(r"// replay-score: ([0-9.]+)")
+"""A kernel carrying this comment is scored at that × cuBLAS (sources no recording knows)."""
 RUNG_SCALE = {"naive": 0.006, "tiled": 0.05, "mma_sync": 0.45, "wgmma_tma": 0.6, "wgmma_ws": 0.85,
               "wgmma_persistent": 0.9}
 
@@ -94,7 +97,12 @@ class ReplayHarness(HarnessBase):
     def recorded(self, source: str) -> dict:
         fam, knobs = self.identify(source)
         rec = self.recordings.get(key(fam, knobs))
-        if rec is None:
+        mark = MARK.search(source)
+        if rec is None and mark:  # an edited kernel (the LLM agent's) says what it is to score
+            s = float(mark.group(1))
+            rec = {"status": "ok", "metrics": {"ratio": {"median": s, "ci_low": s * 0.995, "ci_high": s * 1.005},
+                                               "tflops": {"candidate": 775 * s, "cublas": 775.0}}}
+        elif rec is None:
             s = standin(fam, knobs)
             rec = {"status": "ok", "metrics": {"ratio": {"median": s, "ci_low": s * 0.995, "ci_high": s * 1.005},
                                                "tflops": {"candidate": 775 * s, "cublas": 775.0}}}

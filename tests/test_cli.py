@@ -156,7 +156,7 @@ def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monk
 
     seen = {}
 
-    def start(campaign, overrides, store, view, dry_run=False, stop=None, started=None):
+    def start(campaign, overrides, store, view, dry_run=False, stop=None, started=None, from_=None):
         started(7)
         for _ in range(presses):
             os.kill(os.getpid(), signal.SIGINT)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from conftest import needs_nvcc
 from llm_server import ScriptedServer, fail, say, stall
@@ -13,6 +16,8 @@ from autodiscovery.store import LlmCall, Store
 
 cli = CliRunner()
 FAST = ["--set", "agent.llm.backoff_s=0.01", "--set", "agent.llm.timeout_s=1"]
+IN_ORDER = ["--set", "agent.llm.concurrency=1", "--set", "agent.llm.overlap=false"]
+"""For tests whose script is answered in the order the requests are made."""
 
 UNROLL = """Hypothesis: unrolling the k loop by four lets the compiler overlap the loads of consecutive steps.
 
@@ -51,7 +56,7 @@ REPAIR = """The constant does not exist; use a literal.
 
 def run(server: ScriptedServer, db, *extra):
     return cli.invoke(app, ["run", "--model", "scripted", "--base-url", server.url, "--dry-run", "--db", str(db),
-                            "--quiet", *FAST, *extra], env={"OPENAI_API_KEY": "test-key"})
+                            "--quiet", *FAST, *IN_ORDER, *extra], env={"OPENAI_API_KEY": "test-key"})
 
 
 @needs_nvcc
@@ -87,6 +92,10 @@ def test_scripted_session_edits_reflects_retries_and_repairs(tmp_path):
     with Store(db).session() as s:
         linked = {c.candidate_id for c in s.query(LlmCall)}
     assert linked == {cands[1]["id"], cands[2]["id"]}
+    (table,) = shown["llm_summary"]  # what `show` draws: calls, failures by kind, recoveries
+    assert table["calls"] == 8 and table["ok"] == 5 and table["recovered"] == 3 and table["proposals"] == 2
+    assert table["errors"] == {"RateLimitError": 1, "InternalServerError": 1, "APITimeoutError": 1}
+    assert table["input_tokens"] == 5000 and table["output_tokens"] == 1000
 
     # What the model was told back: no usable edit, the block that failed with the nearest lines, the
     # compile error with its repair request. The prompt carried the task, the seed and its manifest.
@@ -234,46 +243,6 @@ def test_the_preflight_asks_each_model_with_the_runs_own_request_fields(tmp_path
         assert server.requests and all("max_tokens" not in r for r in server.requests)
 
 
-def test_the_prompt_fits_the_context_by_leaving_out_the_oldest_history():
-    from autodiscovery import campaign as campaigns
-    from autodiscovery.agents import History, Record
-    from autodiscovery.agents.llm import LlmAgent, tokens
-    from autodiscovery.interfaces import HarnessBase
-    from autodiscovery.llm import LlmError
-
-    def agent(context: int | None) -> LlmAgent:
-        c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
-                                           "agent.llm.models=[{name: a}]", "agent.llm.max_tokens=1000",
-                                           *([f"agent.llm.context_tokens={context}"] if context else [])])
-        a = LlmAgent(c)
-
-        class Facts(HarnessBase):
-            def prompt_facts(self) -> dict:
-                return {"tolerance": "0.0013"}
-        a.harness = Facts()
-        return a
-
-    source = "extern \"C\" __global__ void gemm() {}\n" * 20
-    records = [Record(seq=i, family="naive", knobs={}, status="reverted" if i else "kept", score=0.001 * (i + 1),
-                      kept=i == 0, source_hash=str(i), source=source,
-                      hypothesis=f"attempt number {i}: " + "a long explanation of the idea " * 20)
-               for i in range(9)]
-    history = History(records=records, incumbent=records[0])
-    full = agent(None)._prompt(history, records[0])
-    assert "attempt number 8" in full and "attempt number 1" in full
-    a = agent(1000 + tokens(agent(None)._system()) + tokens(full) // 2)
-    fitted = a._prompt(history, records[0])
-    assert tokens(fitted) <= tokens(full) // 2
-    assert "attempt number 8" in fitted and "attempt number 1:" not in fitted  # the newest stay
-    assert source.strip() in fitted  # the incumbent's source is never left out
-    try:
-        agent(1000 + 300)._prompt(history, records[0])
-    except LlmError as exc:
-        assert "agent.llm.context_tokens" in str(exc) and "\n" not in str(exc)
-    else:
-        raise AssertionError("a context too small for the rules and the incumbent went through")
-
-
 @needs_nvcc
 def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
     """A 400 that no retry helps (a context overflow) ends the run `failed` with the reason; what was
@@ -289,7 +258,7 @@ def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
     before = len(shown["candidates"])
     assert before >= 2  # the seed and the first proposal are kept
     with ScriptedServer([say(UNROLL.replace("unroll 4", "unroll 2"))] * 4) as server:
-        res = cli.invoke(app, ["run", "--resume", "1", "--db", str(db), "--quiet", *FAST,
+        res = cli.invoke(app, ["run", "--resume", "1", "--db", str(db), "--quiet", *FAST, *IN_ORDER,
                                "--set", f"agent.llm.base_url={server.url}", "--set", "agent.llm.context_tokens=8192",
                                "--set", "agent.llm.max_tokens=2000"], env={"OPENAI_API_KEY": "test-key"})
         assert res.exit_code == 0, res.output
@@ -297,51 +266,144 @@ def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
     assert shown["status"] == "finished" and len(shown["candidates"]) > before
 
 
-PROMPT_SNAPSHOT = """## Hardware
-NVIDIA H100/H200: 132 SMs, 50 MiB L2, up to 227 KB shared memory and 64K registers per SM,
-bf16 tensor cores via wgmma (about 990 TFLOP/s dense at the datasheet clock), TMA, mbarriers, clusters.
-cuBLAS does this problem at about 775 TFLOP/s on this GPU.
-
-## The current best kernel (#0: 0.001× cuBLAS, 32 registers, 0 bytes spilled)
-
-```cuda
-__global__ void gemm() {}
-```
-
-## How it got here (the kept chain)
-
-- #0 0.001× cuBLAS: idea 0
-
-## The last attempts
-
-- #1 [reverted, 0.002× cuBLAS, 32 regs, 0 B spilled] idea 1
-- #2 [compile_error, 32 regs, 0 B spilled] idea 2
-  error: x
-- #3 [reverted, 0.004× cuBLAS, 32 regs, 0 B spilled] idea 3
-
-Propose the next change to the current best kernel: one hypothesis, then the edit.
-"""
+# ---- a run measured by a harness that replays evaluations: verdicts, parents, side-by-side requests ----
+def edit_to(score: float, note: str = "", delay: float = 0.0):
+    """A scripted reply that edits whatever kernel the prompt asks to change: it gains (or changes) a
+    first line the replaying harness scores at `score`."""
+    def step(body: dict) -> dict:
+        user = body["messages"][1]["content"]
+        kernel = user.split("```cuda\n", 1)[1].split("\n```", 1)[0]
+        old = next((x for x in kernel.splitlines() if "// replay-score:" in x), None)
+        search, replace = (old, "") if old else ("/* @manifest", "\n/* @manifest")
+        return say(f"Hypothesis: {note or f'this change scores {score}'}.\n\n<<<<<<< SEARCH\n{search}\n=======\n"
+                   f"// replay-score: {score}{replace}\n>>>>>>> REPLACE\n", delay=delay)
+    return step
 
 
-def test_the_rendered_prompt_is_well_formed():
-    """The whole text, as the model reads it: the fence on its own lines, one attempt a line, a failed
-    attempt's log under it, sections apart."""
+def replay_harness(**kw):
+    from replay import ReplayHarness
+
     from autodiscovery import campaign as campaigns
-    from autodiscovery.agents import History, Record
-    from autodiscovery.agents.llm import LlmAgent
-    from autodiscovery.interfaces import HarnessBase
+    from autodiscovery.agents.search import SearchAgent
 
-    c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
-                                       "agent.llm.models=[{name: a}]"])
-    agent = LlmAgent(c)
+    return ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space, **kw)
 
-    class Facts(HarnessBase):
-        def prompt_facts(self) -> dict:
-            return {"tolerance": "0.0013"}
-    agent.harness = Facts()
-    records = [Record(seq=i, family="naive", knobs={}, status="reverted" if i else "kept", score=0.001 * (i + 1),
-                      kept=i == 0, source_hash=str(i), source="__global__ void gemm() {}\n", hypothesis=f"idea {i}",
-                      build={"registers": 32, "spill_stores": 0}, log="error: x" if i == 2 else "")
-               for i in range(4)]
-    records[2].score, records[2].status = None, "compile_error"
-    assert agent._prompt(History(records=records, incumbent=records[0]), records[0]) == PROMPT_SNAPSHOT
+
+def llm(server, *extra) -> list[str]:
+    return ["agent.kind=llm", "agent.llm.models=[{name: scripted}]", f"agent.llm.base_url={server.url}",
+            "agent.llm.backoff_s=0.01", "agent.llm.timeout_s=5", *extra]
+
+
+def test_verdicts_flow_back_into_the_next_prompt(tmp_path, monkeypatch):
+    from autodiscovery import report, runner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    store = Store(tmp_path / "r.db")
+    script = [edit_to(0.5), edit_to(0.45), edit_to(0.6)]
+    with ScriptedServer(script) as server:
+        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
+                                                 "agent.llm.exploit=1", "agent.llm.concurrency=1",
+                                                 "agent.llm.overlap=false"), store, harness=replay_harness())
+        prompts = [r["messages"][1]["content"] for r in server.requests]
+    assert len(prompts) == 3
+    # the second request knows the first was kept, by how much, and what it changed
+    assert "- #1 naive, 0.500× cuBLAS" in prompts[1].split("## How the best")[1]
+    assert re.search(r"- #1 kept, 0\.500× cuBLAS.*made from #0", prompts[1])
+    assert "+// replay-score: 0.5\n" in prompts[1]
+    assert "## The kernel to change: #1, the incumbent" in prompts[1]
+    # the third, that the second was slower and why it was reverted
+    attempt = prompts[2].split("- #2 ")[1].split("\n- #")[0]
+    assert attempt.startswith("reverted, 0.450× cuBLAS") and "Verdict: 0.450× cuBLAS does not beat" in attempt
+    assert "  -// replay-score: 0.5\n  +// replay-score: 0.45\n" in attempt
+    rows = report.lineage(store, run_id)
+    assert [r["seq"] for r in rows] == [0, 1, 3] and rows[-1]["score"] == pytest.approx(0.6)
+
+
+def test_a_proposal_from_another_parent_is_decided_against_the_incumbent(tmp_path, monkeypatch):
+    from autodiscovery import report, runner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    store = Store(tmp_path / "p.db")
+    script = [edit_to(0.5), edit_to(0.49), edit_to(0.7)]  # #2 a near miss of #1; #3 is then built on #2
+    with ScriptedServer(script) as server:
+        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
+                                                 "agent.llm.concurrency=1", "agent.llm.overlap=false",
+                                                 "agent.llm.exploit=0", "agent.llm.inspirations=1"),
+                              store, harness=replay_harness())
+        third = server.requests[2]["messages"][1]["content"]
+    shown = {c["seq"]: c for c in report.show_run(store, run_id)["candidates"]}
+    assert shown[1]["status"] == "kept" and shown[2]["status"] == "reverted"
+    # with exploit 0 the third draws a parent other than the incumbent #1: #0 or the near miss #2
+    parent = shown[3]["parent_seq"]
+    assert parent in (0, 2) and f"## The kernel to change: #{parent}, " in third
+    assert "It is measured against the best kernel so far, #1" in third
+    assert "### #1" not in third or parent != 1  # the incumbent may inspire; it is not the parent
+    assert shown[3]["status"] == "kept" and report.lineage(store, run_id)[-1]["seq"] == 3
+    with store.session() as s:
+        from autodiscovery.store import Decision
+
+        d = s.query(Decision).filter_by(candidate_id=shown[3]["id"]).one()
+        assert d.incumbent_id == shown[1]["id"]  # decided against the incumbent, not against its parent
+
+
+def test_a_batch_is_asked_side_by_side_while_the_previous_one_is_measured(tmp_path, monkeypatch):
+    import time
+
+    from autodiscovery import runner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    store = Store(tmp_path / "c.db")
+    evaluations: list[float] = []
+    harness = replay_harness(delay_s=0.4, hooks={"evaluate": lambda _n: evaluations.append(time.monotonic())})
+    script = [edit_to(0.3 + 0.01 * i, delay=0.3) for i in range(12)]
+    with ScriptedServer(script) as server:
+        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=7", "agent.llm.batch=2",
+                                                 "agent.llm.concurrency=2"), store, harness=harness)
+        times = list(server.times)
+    assert run_id == 1 and len(times) >= 6
+    # the two requests of a batch are in flight together
+    together = [(a, b) for i, a in enumerate(times) for b in times[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert len(together) >= 3
+    # and requests are made while a candidate is being measured (0.4 s each)
+    during = [t for t in times if any(e <= t[0] <= e + 0.4 for e in evaluations)]
+    assert during
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(tmp_path / "c.db")]).output)
+    # every proposal that cost a request is recorded (also those asked for when the budget ran out)
+    linked = sum(1 for c in shown["candidates"] if c["proposer"].startswith("llm:"))
+    assert linked == len(times)
+
+
+def test_reasoning_content_is_never_applied(tmp_path):
+    db = tmp_path / "think.db"
+    thinking = say("Hypothesis: unroll.\n\nNo edit after all.", reasoning=UNROLL)
+    inline = say("<think>\n" + UNROLL + "\n</think>\nHypothesis: none.")
+    with ScriptedServer([thinking, inline]) as server:
+        res = run(server, db, "--set", "budget.candidates=3", "--set", "agent.llm.batch=1",
+                  "--set", "agent.llm.reflections=0", "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+    assert res.exit_code == 0, res.output
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    assert [c["status"] for c in shown["candidates"][1:]] == ["rejected", "rejected"]
+    assert not any("#pragma unroll" in (c["source"] or "") for c in shown["candidates"])
+
+
+def test_a_long_conversation_is_kept_inside_the_context(tmp_path):
+    """Reflections grow the conversation; against an endpoint that refuses what does not fit its
+    context, the oldest turns are left out and the first request shortened: no request is refused."""
+    from autodiscovery.agents.prompting import tokens
+
+    db = tmp_path / "ctx.db"
+    rambling = WRONG_SEARCH + "\n" + "Some long reasoning about the kernel and its memory traffic. " * 120
+    script = [say(rambling), say(rambling), say(rambling), say(UNROLL)]
+    context = 6000
+    with ScriptedServer(script, context=context) as server:
+        res = run(server, db, "--set", "budget.candidates=2", "--set", "agent.llm.batch=1",
+                  "--set", "agent.llm.reflections=3", "--set", "agent.llm.max_tokens=1500",
+                  "--set", f"agent.llm.context_tokens={context}", "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+        requests = server.requests
+    assert res.exit_code == 0, res.output
+    sizes = [sum(tokens(m["content"]) + 4 for m in r["messages"]) + 1500 for r in requests]
+    assert len(requests) == 4 and max(sizes) <= context
+    assert len(requests[3]["messages"]) < 2 + 2 * 3  # turns were left out
+    assert requests[3]["messages"][-1]["content"].startswith("Your edit could not be applied")
+    shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
+    assert "#pragma unroll 4" in shown["candidates"][1]["source"]

@@ -26,6 +26,8 @@ class Proposal:
     """Ids of the logged LLM calls that led to it."""
     parent_seq: int | None = None
     """The candidate it was made from (its source edited, its knobs moved); None: the incumbent."""
+    origin_id: int | None = None
+    """A candidate of another run that this one continues (the seed of a run started with --from)."""
 
 
 @dataclass
@@ -45,8 +47,16 @@ class Record:
     source: str = ""
     proposer: str = ""
     build: dict[str, Any] = field(default_factory=dict)
-    """registers, spill_stores, spill_loads, stack of its build, where there was one."""
+    """registers, smem_static, spill_stores, spill_loads, stack, has_hgmma of its build, where there was one."""
     tflops: float | None = None
+    parent_seq: int | None = None
+    """The candidate it was made from, in this run (None: the seed, or one from another run)."""
+    verdict: str | None = None
+    """keep or revert, once decided."""
+    reason: str = ""
+    """Why it was kept, reverted or refused, in words."""
+    profile: dict[str, Any] = field(default_factory=dict)
+    """Its latest Nsight Compute profile ({candidate, baseline, ...}), where `profile` stored one."""
 
 
 @dataclass

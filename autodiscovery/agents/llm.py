@@ -1,47 +1,32 @@
-"""The LLM agent: reads the history, states a hypothesis, edits the kernel, learns from the verdicts.
+"""The LLM agent: reads the history, states a hypothesis, edits a kernel, learns from the verdicts.
 
-Each proposal is a short conversation: the prompt (task, hardware, incumbent, lineage, recent attempts
-with their verdicts), a reply with a hypothesis and edits, and, when the edits do not apply or the
-result does not build, precise answers back to the model (a few turns at most). Every request is
-logged to the run's llm_calls table.
+Each proposal draws a parent and a few inspirations from the program database (`programs.py`) and is a
+short conversation: the prompt (`prompting.py`), a reply with a hypothesis and edits, and, when the
+edits do not apply or the result does not build, precise answers back to the model (a few turns at
+most). A batch's proposals are requested side by side. Every request is logged to the run's llm_calls
+table.
 """
 
 from __future__ import annotations
 
-import functools
 import random
-from importlib import resources
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import jinja2
-
-from autodiscovery.agents import History, Proposal, Record
+from autodiscovery.agents import History, Proposal
 from autodiscovery.agents import edits
+from autodiscovery.agents.programs import Draw, Programs
+from autodiscovery.agents.prompting import PromptBuilder, cublas_tflops, environment, tokens, trim
 from autodiscovery.campaign import Campaign, LlmModel
 from autodiscovery.interfaces import AgentBase
 from autodiscovery.llm import Call, LlmClient, LlmError
 from autodiscovery.store import LlmCall
 
-LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
-
-
-def prompts() -> jinja2.Environment:
-    folder = resources.files("autodiscovery") / "prompts"
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=True, trim_blocks=True)
-
-
-def trim(log: str, lines: int = LOG_LINES) -> str:
-    keep = [line for line in (log or "").splitlines() if line.strip() and "ptxas info" not in line]
-    errors = [line for line in keep if "error" in line.lower()] or keep
-    return "\n".join(errors[:lines])
-
-
-def score_text(r: Record) -> str:
-    if r.score is None:
-        return ""
-    tflops = f", {r.tflops:.1f} TFLOP/s" if r.tflops else ""
-    return f"{r.score:.3f}× cuBLAS{tflops}"
+TEMPERATURE_STEP = 0.2
+"""A batch's repeated draw (same parent, same inspirations) is asked at a temperature this much higher."""
+UNPROBED = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.0", "sms": 132, "l2_bytes": 50 * 2**20,
+            "smem_per_block": 232448}
+"""What a prompt says of the GPU when the run's fingerprint has no device (a dry run without one)."""
 
 
 class LlmAgent(AgentBase):
@@ -51,7 +36,8 @@ class LlmAgent(AgentBase):
         self.campaign = campaign
         self.settings = campaign.agent.llm
         self.batch = self.settings.batch
-        self.env = prompts()
+        self.overlap = self.settings.overlap
+        self.env = environment()
         self.rng = random.Random(self.settings.seed)
         self.store = self.run_id = self.harness = None
         self.fingerprint: dict[str, Any] = {}
@@ -76,59 +62,80 @@ class LlmAgent(AgentBase):
 
     # ---- proposing ------------------------------------------------------------------------------
     def propose(self, history: History, n: int) -> list[Proposal]:
-        return [self._one(history) for _ in range(n)]
+        """`n` proposals, each from its own draw of parent and inspirations, requested side by side."""
+        s = self.settings
+        draws = Programs.of(history, near=s.near_miss).draws(self.rng, n, s.inspirations, s.exploit)
+        models = [self.pick() for _ in draws]
+        if s.concurrency == 1 or n == 1:
+            return [self._one(history, d, m) for d, m in zip(draws, models)]
+        with ThreadPoolExecutor(max_workers=min(s.concurrency, n), thread_name_prefix="llm") as pool:
+            return list(pool.map(lambda dm: self._one(history, *dm), zip(draws, models)))
 
     def pick(self) -> LlmModel:
         models = self.settings.models
         return self.rng.choices(models, weights=[m.weight for m in models])[0]
 
-    def _one(self, history: History) -> Proposal:
-        model = self.pick()
-        incumbent = history.incumbent or history.records[0]
-        messages = [{"role": "system", "content": self._system()},
-                    {"role": "user", "content": self._prompt(history, incumbent)}]
+    def messages(self, history: History, draw: Draw, reserve: int = 0) -> list[dict]:
+        """The opening request of a proposal, fitted (with `reserve` tokens to spare) to the context."""
+        return messages(self.campaign, self.fingerprint, self.harness, history, draw, reserve)
+
+    def _one(self, history: History, draw: Draw, model: LlmModel) -> Proposal:
+        parent = draw.parent.record
+        messages = self.messages(history, draw)
+        heat = TEMPERATURE_STEP * draw.variant
         calls: list[int] = []
-        source, hypothesis, failure, rewritten = incumbent.source, "", "", False
+
+        def ask(extra: str) -> str:
+            if extra:
+                messages.append({"role": "user", "content": extra})
+            self._fit(messages, history, draw)
+            reply, ids = self.client.chat(model, messages, heat)
+            calls.extend(i for i in ids if i is not None)
+            messages.append({"role": "assistant", "content": reply})
+            return reply
+
+        source, hypothesis, failure, rewritten = parent.source, "", "", False
+        feedback = ""
         for _turn in range(self.settings.reflections + 1):
-            reply, ids = self.client.chat(model, messages)
-            calls += [i for i in ids if i is not None]
-            parsed = edits.parse(reply)
+            parsed = edits.parse(ask(feedback))
             rewritten = rewritten or parsed.whole is not None
             hypothesis = parsed.hypothesis or hypothesis
             result = edits.apply(source, parsed)
             source = result.source  # blocks that applied stay applied
-            messages.append({"role": "assistant", "content": reply})
             if result.ok:
                 failure = ""
                 break
             failure = result.message
-            messages.append({"role": "user", "content": self.env.get_template("reflect.j2").render(message=failure)})
+            feedback = self.env.get_template("reflect.j2").render(message=failure)
         proposer = f"llm:{model.name}"
         if failure:
             return Proposal(hypothesis or "(no hypothesis)", "", proposer, rejected=f"no usable edit: {failure}",
-                            llm_calls=calls)
-        source = self._repair(model, messages, source, calls)
-        # An edit keeps the incumbent's family; a whole new kernel is a rewrite, whatever it was made from.
-        return Proposal(hypothesis or "(no hypothesis stated)", source, proposer,
-                        family="rewrite" if rewritten else incumbent.family, llm_calls=calls,
-                        parent_seq=incumbent.seq)
-
-    def _repair(self, model: LlmModel, messages: list[dict], source: str, calls: list[int]) -> str:
-        """Give a candidate that does not build (or declares a bad launch) a turn to fix itself."""
-        if self.harness is None:
-            return source
-        for _turn in range(self.settings.repair_turns):
+                            llm_calls=calls, parent_seq=parent.seq)
+        for _turn in range(self.settings.repair_turns if self.harness is not None else 0):
             problem = self._build_problem(source)
             if not problem:
-                return source
-            messages.append({"role": "user", "content": self.env.get_template("repair.j2").render(log=problem)})
-            reply, ids = self.client.chat(model, messages)
-            calls += [i for i in ids if i is not None]
-            messages.append({"role": "assistant", "content": reply})
-            result = edits.apply(source, edits.parse(reply))
+                break
+            result = edits.apply(source, edits.parse(ask(self.env.get_template("repair.j2").render(log=problem))))
             if result.ok:
                 source = result.source
-        return source
+        # An edit keeps the parent's family; a whole new kernel is a rewrite, whatever it was made from.
+        return Proposal(hypothesis or "(no hypothesis stated)", source, proposer,
+                        family="rewrite" if rewritten else parent.family, llm_calls=calls, parent_seq=parent.seq)
+
+    def _fit(self, messages: list[dict], history: History, draw: Draw) -> None:
+        """Keep a conversation inside the context: leave out its oldest reply-and-answer pairs (the first
+        request and the last exchange stay), then shorten the first request to make room."""
+        if self.settings.context_tokens is None:
+            return
+        room = self.settings.context_tokens - self.settings.max_tokens
+
+        def size(ms: list[dict]) -> int:
+            return sum(tokens(m["content"]) + 4 for m in ms)
+
+        while size(messages) > room and len(messages) > 4:
+            del messages[2:4]
+        if size(messages) > room:
+            messages[:2] = self.messages(history, draw, reserve=size(messages[2:]))
 
     def _build_problem(self, source: str) -> str:
         try:
@@ -140,65 +147,41 @@ class LlmAgent(AgentBase):
 
     # ---- prompts --------------------------------------------------------------------------------
     def _facts(self) -> dict:
-        p, fp = self.campaign.problem, self.fingerprint
-        return {"gpu": fp.get("gpu", "NVIDIA H100/H200"), "cc": fp.get("cc", "9.0"), "sms": fp.get("sms", 132),
-                "l2_bytes": fp.get("l2_bytes", 50 * 2**20), "M": p.M, "N": p.N, "K": p.K,
-                **self.harness.prompt_facts()}
-
-    def _system(self) -> str:
-        return self.env.get_template("system.j2").render(**self._facts())
-
-    def _prompt(self, history: History, incumbent: Record) -> str:
-        lineage = [r for r in history.records if r.kept or r.seq == 0]
-        attempts = [r for r in history.records if r.seq != 0][-self.settings.attempts_shown:]
-        cublas = [r.tflops / r.score for r in history.records if r.tflops and r.score]
-
-        def render() -> str:
-            return self.env.get_template("propose.j2").render(**{
-                **self._facts(),
-                "incumbent": incumbent, "incumbent_score": score_text(incumbent) or "not measured",
-                "lineage": [{"seq": r.seq, "hypothesis": r.hypothesis, "score_text": score_text(r) or r.status}
-                            for r in lineage],
-                "attempts": [{"seq": r.seq, "status": r.status, "score_text": score_text(r), "build": _facts(r),
-                              "hypothesis": r.hypothesis, "log": trim(r.log) if r.score is None else ""}
-                             for r in attempts],
-                "cublas_tflops": f"{sorted(cublas)[len(cublas) // 2]:.0f}" if cublas else "775",
-            })
-
-        text = render()
-        if self.settings.context_tokens is None:
-            return text
-        room = self.settings.context_tokens - self.settings.max_tokens - tokens(self._system())
-        while tokens(text) > room and (attempts or len(lineage) > 1):
-            if attempts:
-                attempts = attempts[1:]  # the oldest attempt first
-            else:
-                lineage = lineage[1:]  # then the oldest steps of the lineage; the incumbent stays
-            text = render()
-        if tokens(text) > room:
-            raise LlmError(f"the prompt needs about {tokens(text)} tokens with the rules and the incumbent alone, "
-                           f"more than agent.llm.context_tokens ({self.settings.context_tokens}) less max_tokens "
-                           f"({self.settings.max_tokens}) leaves")
-        return text
+        return prompt_facts(self.campaign, self.fingerprint, self.harness)
 
 
-def tokens(text: str) -> int:
-    """Tokens in `text`: counted with tiktoken where it is installed (and its tables are at hand), else
-    estimated (3.5 characters a token, on the high side for code)."""
-    encoding = _encoding()
-    return len(encoding.encode(text)) if encoding is not None else int(len(text) / 3.5) + 1
+def messages(campaign: Campaign, fingerprint: dict, harness, history: History, draw: Draw,
+             reserve: int = 0) -> list[dict]:
+    """The system and user messages that open a proposal made from `draw`, the user message fitted to
+    agent.llm.context_tokens with `reserve` tokens to spare."""
+    settings = campaign.agent.llm
+    builder = PromptBuilder(prompt_facts(campaign, fingerprint, harness), settings.attempts_shown, settings.diff_lines)
+    system = builder.system()
+    room = None if settings.context_tokens is None else settings.context_tokens - settings.max_tokens - tokens(system)
+    user = builder.fit(history, draw, room, cublas_tflops(history), reserve)
+    if room is not None and tokens(user) + reserve > room:
+        raise LlmError(f"the prompt needs about {tokens(user) + reserve} tokens with the rules and the kernel "
+                       f"to change alone, more than agent.llm.context_tokens ({settings.context_tokens}) "
+                       f"less max_tokens ({settings.max_tokens}) leaves")
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-@functools.lru_cache(maxsize=1)
-def _encoding():
-    """Looked up once a process: fitting a prompt counts it again after every cut."""
-    try:
-        import tiktoken
+def prompt_facts(campaign: Campaign, fingerprint: dict, harness=None) -> dict:
+    """What the prompts say of the problem, the GPU and the toolchain: the run's fingerprint where it
+    has a device, the harness's facts (tolerance, compile line) where there is one."""
+    p, fp = campaign.problem, (fingerprint if fingerprint.get("gpu") else UNPROBED)
 
-        return tiktoken.get_encoding("o200k_base")
-    except Exception:
-        return None
+    def named(key: str, label: str) -> str:
+        return f"{label}{fingerprint[key]}" if fingerprint.get(key) else ""
 
-
-def _facts(r: Record) -> dict:
-    return {"registers": r.build.get("registers"), "spill_stores": r.build.get("spill_stores")}
+    toolchain = [v for v in (named("nvcc", ""), named("cuda_driver", "CUDA driver "), named("driver", "driver "),
+                             named("cublas", "cuBLAS ")) if v]
+    smem = fp.get("smem_per_block") or UNPROBED["smem_per_block"]
+    return {"gpu": fp.get("gpu"), "cc": fp.get("cc", "9.0"), "sms": fp.get("sms"),
+            "clock_mhz": f"{fp['max_sm_clock_mhz']:.0f}" if fp.get("max_sm_clock_mhz") else "",
+            "l2_mib": round((fp.get("l2_bytes") or 0) / 2**20), "smem_kb": smem // 1024, "smem_per_block": smem,
+            "peak_tflops": f"{fp['peak_tflops']:.0f}" if fp.get("peak_tflops") else "",
+            "toolchain": ", ".join(toolchain) or "not probed", "M": p.M, "N": p.N, "K": p.K,
+            "arch": "sm_90a", "compile": "nvcc -cubin -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17",
+            "dtype_in": p.dtype_in, "dtype_out": p.dtype_out, "tolerance": "the harness's tolerance",
+            **(harness.prompt_facts() if harness is not None else {})}

@@ -125,7 +125,7 @@ class SearchAgent(AgentBase):
                 if (fam.name, canon(knobs)) not in tried:
                     return self._knob_proposal(fam, knobs, history, "one step from the family's best")
         points = [(r.knobs, r.score if isinstance(r, Record) else None)
-                  for r in [*history.records, *pending] if r.family == fam.name]
+                  for r in [*history.records, *pending] if self._configured(fam, r)]
         study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
                                  history.objective.higher_is_better)
         seen = {canon(knobs): score for knobs, score in points}
@@ -143,8 +143,13 @@ class SearchAgent(AgentBase):
         return None
 
     @staticmethod
-    def _best(fam: Family, history: History) -> Record | None:
-        scored = [r for r in history.records if r.family == fam.name and r.score is not None]
+    def _configured(fam: Family, r: Record | Proposal) -> bool:
+        """Whether a candidate is one of the family's configurations (an edited kernel, the LLM
+        agent's, keeps the family's name but no knobs that describe it)."""
+        return r.family == fam.name and set(r.knobs) == set(fam.knobs)
+
+    def _best(self, fam: Family, history: History) -> Record | None:
+        scored = [r for r in history.records if self._configured(fam, r) and r.score is not None]
         return max(scored, key=lambda r: r.score if history.objective.higher_is_better else -r.score, default=None)
 
     def neighbours(self, fam: Family, knobs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -184,7 +189,7 @@ class SearchAgent(AgentBase):
                        why: str = "TPE rates this region as promising") -> Proposal:
         best = self._best(fam, history)
         if best:
-            changes = ", ".join(f"{k} {best.knobs[k]}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
+            changes = ", ".join(f"{k} {best.knobs.get(k)}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
             text = (f"Knob move in {fam.name}: {changes} relative to the family's best "
                     f"({best.score:.3g}× cuBLAS); {why}.")
         else:

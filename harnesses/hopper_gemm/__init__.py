@@ -111,7 +111,11 @@ class HopperGemmHarness(HarnessBase):
 
     def prompt_facts(self) -> dict:
         p = self.problem
-        return {"tolerance": f"{relative_tolerance(self.settings.tolerance, self.settings.tolerance_per_sqrt_k, p.K):.2g}"}
+        from harnesses.hopper_gemm.build import gencode
+
+        return {"tolerance": f"{relative_tolerance(self.settings.tolerance, self.settings.tolerance_per_sqrt_k, p.K):.2g}",
+                "compile": " ".join(["nvcc -cubin", *gencode(self.settings.arch), *self.settings.nvcc_flags]),
+                "arch": self.settings.arch, "dtype_in": p.dtype_in, "dtype_out": p.dtype_out}
 
     @staticmethod
     def doctor(settings: Settings) -> list[tuple[str, str | None, str]]:

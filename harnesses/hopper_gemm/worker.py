@@ -28,6 +28,7 @@ def fingerprint(job: dict) -> dict:
     drv = check(cu.cuDriverGetVersion())
     out = {
         "gpu": info.name, "sms": info.sms, "cc": info.cc, "l2_bytes": info.l2_bytes,
+        "smem_per_block": info.max_smem_optin,
         "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}",
         "cuda_runtime": _version(cp.cuda.runtime.runtimeGetVersion()),
         "cublas": _version(Cublas(cp.cuda.Stream()).version, cublas=True),
