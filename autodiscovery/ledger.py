@@ -41,7 +41,13 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
     b = cand.build
     facts = {k: getattr(b, k) for k in BUILD_FACTS} if b else {}
     tflops = ev.metrics.get("tflops", {}).get("candidate") if ev is not None and ev.status == "ok" else None
-    profiles = [e for e in cand.evaluations if e.kind == "profile" and e.status == "ok" and "profile" in e.metrics]
+    def profiles_of(c: Candidate) -> list:
+        return [e for e in c.evaluations if e.kind == "profile" and e.status == "ok" and "profile" in e.metrics]
+
+    profiles = profiles_of(cand)
+    origin = cand.parent if cand.parent_id is not None and cand.parent.run_id != cand.run_id else None
+    if not profiles and origin is not None and origin.source_hash == cand.source_hash:
+        profiles = profiles_of(origin)  # the same kernel, profiled in the run this one continues
     d = cand.decision
     reason = d.reason if d else (ev.log if ev is not None and cand.status == "rejected" else "")
     return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status,
@@ -61,7 +67,9 @@ class Ledger:
         with self.store.session() as s:
             cands = list(s.scalars(select(Candidate).where(Candidate.run_id == self.run_id).order_by(Candidate.seq)))
             for c in cands:
-                _ = c.evaluations, c.decision, c.build  # load while the session is open
+                _ = c.evaluations, c.decision, c.build, c.parent  # load while the session is open
+                if c.parent is not None and c.parent.run_id != c.run_id:
+                    _ = c.parent.evaluations  # a --from seed's profile is its origin's
             return cands
 
     def candidate(self, cand_id: int) -> Candidate:

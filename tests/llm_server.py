@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import threading
 import time
@@ -19,6 +20,32 @@ def say(content: str, prompt_tokens: int = 1000, completion_tokens: int = 200, r
     return it), `delay` holds the answer back that long (a model thinking)."""
     return {"status": 200, "content": content, "usage": (prompt_tokens, completion_tokens), "reasoning": reasoning,
             "delay": delay}
+
+
+def kernel_of(body: dict) -> str:
+    """The kernel a proposal's request asks to change (the first cuda block of its user message)."""
+    return body["messages"][1]["content"].split("```cuda\n", 1)[1].split("\n```", 1)[0]
+
+
+def edit_lines(hypothesis: str, change: Callable[[str], str], delay: float = 0.0) -> Callable[[dict], dict]:
+    """A reply that changes whatever kernel the request asks to change, as a model would: `change` maps
+    its text to the new text, and each changed run of lines becomes one SEARCH/REPLACE block."""
+    def step(body: dict) -> dict:
+        old = kernel_of(body).splitlines()
+        new = change("\n".join(old)).splitlines()
+        blocks = []
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            if i1 == i2 == 0:  # an insertion at the top is anchored on the first line
+                search, replace = old[:1], new[j1:j2] + old[:1]
+            else:  # an insertion elsewhere on the line before it
+                at = i1 - 1 if i1 == i2 else i1
+                search, replace = old[at:i2], old[at:i1] + new[j1:j2]
+            blocks.append("<<<<<<< SEARCH\n" + "\n".join(search) + "\n=======\n" + "\n".join(replace)
+                          + "\n>>>>>>> REPLACE")
+        return say(f"Hypothesis: {hypothesis}\n\n" + "\n".join(blocks) + "\n", delay=delay)
+    return step
 
 
 def fail(status: int, message: str = "scripted failure") -> dict:

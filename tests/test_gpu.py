@@ -171,7 +171,8 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
     with ScriptedServer(scripted_improvements()) as server:
         run_id = runner.start("hopper-gemm", [
             "agent.kind=llm", "agent.llm.models=[{name: scripted}]", f"agent.llm.base_url={server.url}",
-            "budget.candidates=4", "agent.llm.batch=1", f"harness.cache_dir={build_cache}"], store)
+            "budget.candidates=4", "agent.llm.batch=1", "agent.llm.overlap=false", "agent.llm.exploit=1",
+            f"harness.cache_dir={build_cache}"], store)
     shown = report.show_run(store, run_id)
     cands = shown["candidates"]
     assert [c["proposer"] for c in cands] == ["seed", "llm:scripted", "llm:scripted", "llm:scripted"]
@@ -180,6 +181,30 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
     chain = report.lineage(store, run_id)
     assert [r["seq"] for r in chain][:3] == [0, 1, 2] and chain[-1]["score"] > 0.8
     assert len(shown["llm_calls"]) == 3 and all(c["error"] is None for c in shown["llm_calls"])
+
+
+def test_the_llm_agent_continues_a_search_run(tmp_path, build_cache):
+    """`run --from`: a short search run, then the llm agent from its best (re-measured as the new run's
+    seed) with one edit, built, gated and measured on the GPU and decided against that seed."""
+    from llm_server import ScriptedServer, edit_lines
+
+    store = Store(tmp_path / "handover.db")
+    shape = ["problem.M=2048", "problem.N=2048", "problem.K=2048", f"harness.cache_dir={build_cache}"]
+    search = runner.start("hopper-gemm", ["budget.candidates=3", "agent.search.batch=2", *shape], store)
+    climbed = report.lineage(store, search)
+    note = edit_lines("a comment after the manifest: the same machine code, measured against itself.",
+                      lambda k: k.replace("*/\n", "*/\n// handed over from the search agent\n", 1))
+    with ScriptedServer([note]) as server:
+        handed = runner.start(None, ["agent.kind=llm", "agent.llm.models=[{name: scripted}]",
+                                     f"agent.llm.base_url={server.url}", "budget.candidates=2", "agent.llm.batch=1",
+                                     "agent.llm.overlap=false", "agent.llm.exploit=1", *shape], store, from_=str(search))
+    chain = report.lineage(store, handed)
+    assert [r["run"] for r in chain[:len(climbed)]] == [search] * len(climbed) and chain[len(climbed)]["run"] == handed
+    cands = report.show_run(store, handed)["candidates"]
+    assert cands[0]["proposer"] == f"from {search}/{climbed[-1]['seq']}" and cands[0]["status"] == "kept"
+    assert abs(cands[0]["score"] / climbed[-1]["score"] - 1) < 0.1  # the same kernel, measured again
+    assert cands[1]["proposer"] == "llm:scripted" and cands[1]["status"] in ("kept", "reverted")
+    assert cands[1]["score"] > 0 and cands[1]["verdict"] in ("keep", "revert")
 
 
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="Nsight Compute (ncu) is not installed")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from autodiscovery import report, runner
 from autodiscovery.cli import app
-from autodiscovery.store import Store
+from autodiscovery.store import Evaluation, Store
 
 cli = CliRunner()
 
@@ -23,6 +23,9 @@ def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
                           harness=harness)
     climbed = report.lineage(store, search)
     best = climbed[-1]
+    with store.session() as s:  # as `autodiscovery profile` stores one: the hand-over's prompt shows it
+        s.add(Evaluation(candidate_id=best["id"], kind="profile", status="ok", metrics={"profile": {
+            "candidate": {"time_us": 200.0, "tensor_pipe_pct": 70.0}, "baseline": {"time_us": 175.0}}}))
     with ScriptedServer([edit_to(2.0, "mark it"), edit_to(2.2, "mark it again")]) as server:
         handed = runner.start(None, llm(server, "budget.candidates=3", "stop.target=10", "agent.llm.batch=1",
                                         "agent.llm.overlap=false",
@@ -36,6 +39,7 @@ def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
     assert shown["config"]["origin"] == f"{search}/{best['seq']}" and shown["agent"] == "llm"
     assert shown["config"]["budget"]["candidates"] == 3 and shown["config"]["stop"]["patience"] == 50
     assert "## The kernel to change: #0, the incumbent" in first_prompt
+    assert "| tensor pipe busy (%) | 70.0 | – |" in first_prompt  # the origin's profile: the same kernel
     chain = report.lineage(store, handed)
     assert [(r["run"], r["seq"]) for r in chain] == [(search, r["seq"]) for r in climbed] + [(handed, 0), (handed, 1), (handed, 2)]
     assert chain[-1]["proposer"] == "llm:scripted" and chain[-1]["score"] == pytest.approx(2.2)

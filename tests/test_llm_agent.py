@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import needs_nvcc
-from llm_server import ScriptedServer, fail, say, stall
+from llm_server import ScriptedServer, edit_lines, fail, say, stall
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
@@ -270,14 +270,10 @@ def test_a_refusal_mid_run_ends_it_failed_and_a_fixed_resume_goes_on(tmp_path):
 def edit_to(score: float, note: str = "", delay: float = 0.0):
     """A scripted reply that edits whatever kernel the prompt asks to change: it gains (or changes) a
     first line the replaying harness scores at `score`."""
-    def step(body: dict) -> dict:
-        user = body["messages"][1]["content"]
-        kernel = user.split("```cuda\n", 1)[1].split("\n```", 1)[0]
-        old = next((x for x in kernel.splitlines() if "// replay-score:" in x), None)
-        search, replace = (old, "") if old else ("/* @manifest", "\n/* @manifest")
-        return say(f"Hypothesis: {note or f'this change scores {score}'}.\n\n<<<<<<< SEARCH\n{search}\n=======\n"
-                   f"// replay-score: {score}{replace}\n>>>>>>> REPLACE\n", delay=delay)
-    return step
+    def change(kernel: str) -> str:
+        kept = [x for x in kernel.splitlines() if "// replay-score:" not in x]
+        return "\n".join([f"// replay-score: {score}", *kept])
+    return edit_lines(note or f"this change scores {score}.", change, delay)
 
 
 def replay_harness(**kw):
