@@ -17,7 +17,7 @@ from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
 from autodiscovery.evaluate import assess, screen
 from autodiscovery.ledger import source_hash
-from autodiscovery.store import Build, Candidate, Evaluation, Run, Store
+from autodiscovery.store import Candidate, Evaluation, Run, Store
 from autodiscovery.text import canon
 
 
@@ -130,12 +130,12 @@ class Ladder:
         return rung
 
     def _record(self, p: Proposal, build, outcome) -> int:
+        build_id = self.store.build_id(build.facts()) if build is not None else None
         with self.store.session() as s:
-            row = Build.record(s, build.facts()) if build is not None else None
             status = {"ok": "measured"}.get(outcome.status, outcome.status)
             cand = Candidate(run_id=self.run_id, seq=self.seq, hypothesis=p.hypothesis, proposer=p.proposer,
                              family=p.family, knobs=p.knobs, source=p.source, source_hash=source_hash(p.source),
-                             status=status, build_id=row.id if row is not None else None)
+                             status=status, build_id=build_id)
             s.add(cand)
             s.flush()
             kind = "check" if outcome.status == "rejected" else "benchmark"

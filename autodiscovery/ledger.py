@@ -10,7 +10,7 @@ from sqlalchemy import func, select, update
 from autodiscovery.agents import History, Proposal, Record
 from autodiscovery.build import BuildReport
 from autodiscovery.interfaces import Objective, Outcome
-from autodiscovery.store import Build, Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store import Candidate, Decision, Evaluation, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
 
 FAILED = {"compile_error", "incorrect", "timeout", "crashed"}
@@ -143,8 +143,7 @@ class Ledger:
     def record_build(self, build: BuildReport) -> int | None:
         if build is None or not build.cache_key:
             return None
-        with self.store.session() as s:
-            return Build.record(s, build.facts()).id
+        return self.store.build_id(build.facts())
 
     def begin(self, cand_id: int, kind: str, against: int | None = None) -> int:
         """An evaluation row marked running: if the process dies now, resume finds it and redoes it."""
@@ -195,7 +194,9 @@ class Ledger:
 
     def open(self, owner: str, claim) -> Run:
         with self.store.session() as s:
-            run = Run.find(s, self.run_id)
+            # The row is locked while the lease is checked and taken (on PostgreSQL; SQLite's single
+            # writer serializes this anyway): two processes resuming one run cannot both get it.
+            run = s.get(Run, self.run_id, with_for_update=True)
             claim(s, run, owner)
             run.status, run.stop_reason = "running", None
             self.mark_cut_off(s)

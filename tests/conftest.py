@@ -51,6 +51,29 @@ def store(tmp_path) -> Store:
     return Store(tmp_path / "runs.db")
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for the session (tests/pg.py); CI must have one, elsewhere it may be missing."""
+    import pg
+
+    why = pg.available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs PostgreSQL: {why}")
+        pytest.skip(why)
+    server = pg.Server().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> str:
+    """A new, empty database: a SQLite file, and a database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    return request.getfixturevalue("pg_server").database()
+
+
 @pytest.fixture
 def campaign():
     return campaigns.load("hopper-gemm", ["budget.candidates=10", "stop.patience=50", "stop.target=5", "agent.search.batch=3"])
