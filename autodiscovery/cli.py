@@ -84,6 +84,9 @@ def run(
     agent: Annotated[Optional[str], typer.Option(help="Who proposes: search (built in) or llm.")] = None,
     model: Annotated[Optional[list[str]], typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
+    gpus: Annotated[Optional[str], typer.Option(
+        help="Evaluate on several GPUs of this host, one evaluation each at a time: all, a count, or "
+             "indices like 0,1 (sets harness.gpus).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
     allow_new_toolchain: Annotated[bool, typer.Option(
@@ -100,6 +103,9 @@ def run(
         overrides.append(f"agent.kind={agent}")
     if base_url:
         overrides.append(f"agent.llm.base_url={json.dumps(base_url)}")
+    if gpus is not None:
+        text = gpus.strip()
+        overrides.append(f"harness.gpus={text if text == 'all' or text.isdigit() else '[' + text + ']'}")
     if resume is not None and from_ is not None:
         raise AutoDiscoveryError("--resume continues a run and --from starts one: give one of them")
     if resume is None and from_ is None:  # validate the campaign before opening anything

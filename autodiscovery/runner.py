@@ -18,7 +18,7 @@ from autodiscovery.store.models import utcnow
 # (the problem, the gate, the timing, the compiler and its flags) is what its measurements mean.
 MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "harness.timeout_s", "harness.build_workers",
                         "harness.parallel", "harness.cache_dir", "harness.work_dir",
-                        "harness.ncu")
+                        "harness.ncu", "harness.gpus", "harness.executor", "harness.ray_address")
 TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulator")
 
 

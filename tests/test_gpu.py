@@ -183,6 +183,32 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
     assert len(shown["llm_calls"]) == 3 and all(c["error"] is None for c in shown["llm_calls"])
 
 
+def gpu_count() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+@pytest.mark.skipif(gpu_count() < 2, reason="needs 2 GPUs")
+def test_a_run_over_two_gpus(tmp_path, build_cache):
+    """`--gpus all`: evaluations go to both GPUs, each recorded with its index; the decisions hold."""
+    store = Store(tmp_path / "two.db")
+    run_id = runner.start("hopper-gemm", ["budget.candidates=8", "harness.gpus=all", "problem.M=2048",
+                                          "problem.N=2048", "problem.K=2048", f"harness.cache_dir={build_cache}"],
+                          store)
+    shown = report.show_run(store, run_id)
+    assert shown["status"] == "finished" and shown["fingerprint"]["gpus"] == list(range(gpu_count()))
+    devices = {e["device"] for c in shown["candidates"] for e in report.show_candidate(store, run_id, c["seq"])[
+        "evaluations"] if e["kind"] == "benchmark"}
+    assert {d.rsplit("(GPU ", 1)[1] for d in devices} >= {"0)", "1)"}
+    assert len({d.rsplit(" (GPU", 1)[0] for d in devices}) == 1  # one GPU model
+    chain = report.lineage(store, run_id)
+    assert len(chain) >= 3 and chain[-1]["score"] > chain[0]["score"]
+
+
 def test_the_llm_agent_continues_a_search_run(tmp_path, build_cache):
     """`run --from`: a short search run, then the llm agent from its best (re-measured as the new run's
     seed) with one edit, built, gated and measured on the GPU and decided against that seed."""

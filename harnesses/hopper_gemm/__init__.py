@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -55,6 +56,16 @@ class HopperGemmHarness(HarnessBase):
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
         self._helpers: str | None = None
+        self.gpus: list[int] | None = None
+        """The GPU indices evaluations are pinned to, one at a time each (None: the default device)."""
+        self.lost: dict[int, str] = {}
+        """GPUs taken out of the pool, and why."""
+        self._free: queue.Queue[int] = queue.Queue()
+
+    @property
+    def parallel(self) -> int:
+        """Evaluations at once: one per GPU of the pool still answering."""
+        return max(1, len(self.gpus or []) - len(self.lost))
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -74,16 +85,64 @@ class HopperGemmHarness(HarnessBase):
         except OSError:
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
                                "H100/H200 with its driver") from None
+        gpus = self._choose() if self.settings.gpus is not None else None
         job = {"mode": "fingerprint", "baseline": self.settings.baseline, "shape": list(self.shape),
                "helpers": self.helpers()}
-        out = self._child(job, timeout_s=180)
+        out = self._child(job, timeout_s=180, gpu=gpus[0] if gpus else None)
         if out.status != "ok":
             raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
-        fp |= {k: v for k, v in out.metrics.items() if k != "eval_wall_s"}
+        fp |= {k: v for k, v in out.metrics.items() if k not in ("eval_wall_s", "device")}
         if not str(fp.get("cc", "")).startswith("9."):
             raise HarnessError(f"hopper_gemm needs a Hopper GPU (sm_90a); found {fp.get('gpu')} (cc {fp.get('cc')})")
+        if gpus:
+            self._pool(gpus, fp)
+            fp["gpus"] = gpus
         self.adopt(fp)
         return fp
+
+    def _choose(self) -> list[int]:
+        """The indices `harness.gpus` names, checked against the GPUs this machine has."""
+        out = self._child({"mode": "count"}, timeout_s=120)
+        if out.status != "ok":
+            raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
+        have, want = out.metrics["device_count"], self.settings.gpus
+        if want == "all":
+            return list(range(have))
+        chosen = list(range(want)) if isinstance(want, int) else list(want)
+        if max(chosen) >= have:
+            raise HarnessError(f"harness.gpus asks for GPU {max(chosen)}, this machine has {have} "
+                               f"(indices 0 to {have - 1})")
+        return chosen
+
+    def _pool(self, gpus: list[int], fp: dict) -> None:
+        """Every GPU of the pool must be the model the run is measured on: a run mixes no devices."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(gpus)) as ex:
+            outs = list(ex.map(lambda g: self._child({"mode": "fingerprint"}, timeout_s=180, gpu=g), gpus))
+        for g, o in zip(gpus, outs):
+            if o.status != "ok":
+                raise HarnessError(f"GPU {g} does not answer: {_first_line(o.log)}")
+            if (o.metrics.get("gpu"), o.metrics.get("sms")) != (fp.get("gpu"), fp.get("sms")):
+                raise HarnessError(f"harness.gpus mixes GPU models: GPU {gpus[0]} is {fp.get('gpu')}, GPU {g} is "
+                                   f"{o.metrics.get('gpu')}; a run is measured on one model (name the same ones)")
+        self.gpus, self.lost = list(gpus), {}
+        self._free = queue.Queue()
+        for g in gpus:
+            self._free.put(g)
+
+    def _take(self) -> int | None:
+        """A free GPU of the pool (waiting for one), or None when there is no pool."""
+        if not self.gpus:
+            return None
+        while True:
+            if len(self.lost) == len(self.gpus):
+                raise DeviceLost("every GPU of harness.gpus stopped answering: "
+                                 + "; ".join(f"GPU {g}: {why}" for g, why in self.lost.items()))
+            try:
+                return self._free.get(timeout=1.0)
+            except queue.Empty:
+                continue
 
     def adopt(self, fingerprint: dict) -> None:
         """Take the device facts and the baseline choice of a recorded fingerprint."""
@@ -100,9 +159,9 @@ class HopperGemmHarness(HarnessBase):
             self._helpers = report.artifact
         return self._helpers
 
-    def healthy(self) -> str | None:
+    def healthy(self, gpu: int | None = None) -> str | None:
         """None if the GPU still answers; else why not (after a crash or a timeout)."""
-        out = self._child({"mode": "fingerprint"}, timeout_s=60)
+        out = self._child({"mode": "fingerprint"}, timeout_s=60, gpu=gpu)
         if out.status != "ok":
             return _first_line(out.log)
         if out.metrics.get("gpu") != self.device:
@@ -216,17 +275,47 @@ class HopperGemmHarness(HarnessBase):
                 return Outcome("rejected", log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
                "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}
-        out = self._child(job, timeout_s=self.settings.timeout_s, prefix=prefix)
-        if out.status in ("crashed", "timeout") and (why := self.healthy()) is not None:
-            raise DeviceLost(f"the GPU stopped answering after a {out.status} evaluation: {why}")
+        notes = []
+        for _attempt in range(2):
+            gpu = self._take()
+            try:
+                out = self._child(job, timeout_s=self.settings.timeout_s, prefix=prefix, gpu=gpu)
+                if out.status in ("crashed", "timeout") and (why := self.healthy(gpu)) is not None:
+                    if gpu is None:
+                        raise DeviceLost(f"the GPU stopped answering after a {out.status} evaluation: {why}")
+                    # Taken out of the pool; the evaluation is done once more on another GPU: a second
+                    # GPU lost to the same kernel makes it the kernel's, recorded as what it did.
+                    self.lost[gpu], lost, gpu = why, gpu, None
+                    notes.append(f"GPU {lost} stopped answering after this {out.status} evaluation ({why}); "
+                                 "it is out of the pool")
+                    if _attempt == 0 and len(self.lost) < len(self.gpus):
+                        continue
+                    if len(self.lost) == len(self.gpus):
+                        raise DeviceLost("every GPU of harness.gpus stopped answering: "
+                                         + "; ".join(f"GPU {g}: {w}" for g, w in self.lost.items()))
+            finally:
+                if gpu is not None:
+                    self._free.put(gpu)
+            break
+        if notes:
+            out.log = "\n".join([*notes, out.log])
         return out
 
-    def _child(self, job: dict, timeout_s: float, prefix: list[str] = ()) -> Outcome:
+    def _where(self, gpu: int | None, name: str | None = None) -> str:
+        """The device an evaluation ran on, as recorded: its name, and its index in a pool."""
+        name = name or self.device
+        return f"{name} (GPU {gpu})" if gpu is not None else name
+
+    def _child(self, job: dict, timeout_s: float, prefix: list[str] = (), gpu: int | None = None) -> Outcome:
+        """One evaluation child, pinned to `gpu` (an index among the GPUs this process sees) if given."""
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
             env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+            if gpu is not None:
+                visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+                env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
             proc = subprocess.Popen(
                 [*prefix, sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -238,7 +327,7 @@ class HopperGemmHarness(HarnessBase):
                 os.killpg(proc.pid, signal.SIGKILL)
                 output, _ = proc.communicate()
                 return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(output)}",
-                               seconds=round(time.perf_counter() - start, 3), device=self.device)
+                               seconds=round(time.perf_counter() - start, 3), device=self._where(gpu))
             except BaseException:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -247,13 +336,16 @@ class HopperGemmHarness(HarnessBase):
             if not result_file.exists():
                 why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
                 return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(output)}",
-                               seconds=seconds, device=self.device)
+                               seconds=seconds, device=self._where(gpu))
             result = json.loads(result_file.read_text())
         metrics = result.get("metrics", {})
         metrics["eval_wall_s"] = seconds
+        device = self._where(gpu, metrics.get("device"))
+        if gpu is not None:
+            metrics["gpu_index"] = gpu
         log = "\n".join(filter(None, [result.get("log", ""), _tail(output)]))
         score = self.objective.read(metrics) if result["status"] == "ok" else None
-        return Outcome(result["status"], metrics, log, seconds, metrics.get("device", self.device), score)
+        return Outcome(result["status"], metrics, log, seconds, device, score)
 
 
 def _tail(text: str | None, lines: int = 40) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from autodiscovery.campaign import Strict
 
@@ -57,5 +57,18 @@ class Settings(Strict):
     """Target; built as -gencode arch=compute_XX,code=sm_XX."""
     build_workers: int = Field(0, ge=0)
     """Parallel nvcc builds (0: one per CPU core)."""
+    gpus: Literal["all"] | int | list[int] | None = None
+    """The GPUs evaluations run on, one evaluation per GPU at a time: none (the default device), "all",
+    a count (the first N), or a list of indices. Every one must be the same GPU model; a head-to-head
+    runs both kernels on one GPU."""
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, v):
+        if isinstance(v, int) and not isinstance(v, bool) and v < 1:
+            raise ValueError("a count of GPUs is at least 1")
+        if isinstance(v, list) and (not v or len(set(v)) != len(v) or min(v) < 0):
+            raise ValueError("a list of GPU indices is non-empty, without repeats, each 0 or more")
+        return v
     cache_dir: str = "runs/cache"
     """Where cubins and build reports are kept, keyed by source, compiler, flags and arch."""

@@ -259,6 +259,10 @@ def main() -> int:
     try:
         if job["mode"] == "fingerprint":
             result = {"status": "ok", "metrics": fingerprint(job), "log": ""}
+        elif job["mode"] == "count":
+            import cupy as cp
+
+            result = {"status": "ok", "metrics": {"device_count": cp.cuda.runtime.getDeviceCount()}, "log": ""}
         elif job["mode"] == "calibrate":
             result = calibrate(job)
         elif job["mode"] == "profile":
