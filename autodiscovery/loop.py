@@ -73,6 +73,7 @@ class Loop:
         if self.started:
             self.started(run_id)
         self.owner, t0 = lease.owner(), time.monotonic()
+        self.foreseen: dict = {}
         self.ledger = Ledger(self.store, run_id, self.harness.objective, lambda: 0.0)
         run = self.ledger.open(self.owner, lease.claim)
         self.ledger.elapsed = self.elapsed = lambda: run.elapsed_s + time.monotonic() - t0
@@ -117,9 +118,10 @@ class Loop:
                     self.display.building([c.seq for c in pending])
                     if getattr(self.agent, "overlap", False) and pending:  # the next batch is asked for meanwhile
                         self.ahead = asker.submit(self._ask, self.ledger.history(), len(pending))
-                    if self.harness.parallel > 1 and not self.dry_run:  # simulations: side by side, decided in order
+                    if self.harness.parallel > 1 and not self.dry_run:  # side by side, decided in order
                         with ThreadPoolExecutor(max_workers=self.harness.parallel) as sims:
                             measured = list(sims.map(lambda c: self._measure(c, builds[c.id], guard=True), pending))
+                            self._ahead_of_decisions(pending, measured, sims)
                         for cand, result in zip(pending, measured):
                             if result is not None:
                                 self._conclude(cand, *result)
@@ -239,8 +241,34 @@ class Loop:
                            status="measured" if outcome.status == "ok" else outcome.status, build_id=build_id)
         self._judge(cand, outcome, build)
 
+    def _ahead_of_decisions(self, pending: list[Candidate], measured: list, pool: ThreadPoolExecutor) -> None:
+        """Decisions are made in order, each challenger head to head with the incumbent of its turn. When
+        several candidates of a batch would each be kept in turn (a climb up the ladder), the head-to-heads
+        the decisions will ask for are run now, side by side on the harness's devices; a decision that
+        goes otherwise than foreseen finds no match and measures its own pair."""
+        self.foreseen = {}
+        objective, margin = self.harness.objective, self.campaign.stop.min_gain
+        inc = self.ledger.incumbent()
+        score = score_of(inc, objective) if inc is not None else None
+        pair = (inc.source, self.harness.build(inc.source)) if inc is not None else None
+        wanted = []
+        for cand, result in zip(pending, measured):
+            if result is None or result[2] is None or result[2].status != "ok" or result[2].metrics.get("screened"):
+                continue
+            s = result[2].score if result[2].score is not None else objective.read(result[2].metrics)
+            if score is not None and not objective.better(s, score, margin):
+                continue
+            if pair is not None:
+                wanted.append(((cand.source, result[0]), pair))
+            pair, score = (cand.source, result[0]), s
+        if len(wanted) < 2 or self.stop.requested:
+            return
+        outcomes = pool.map(lambda w: self.harness.head_to_head(*w), wanted)
+        self.foreseen = {(c[1].cache_key, i[1].cache_key): o for (c, i), o in zip(wanted, outcomes)}
+
     def _judge(self, cand: Candidate, outcome: Outcome, build: Any) -> None:
-        verdict, reason = decide(self.ledger, self.harness, self.campaign, cand.id, outcome, build)
+        harness = Foreseen(self.harness, self.foreseen)
+        verdict, reason = decide(self.ledger, harness, self.campaign, cand.id, outcome, build)
         self.display.finished(self.ledger.candidate(cand.id), outcome, verdict, reason,
                               self.ledger.history().incumbent)
 
@@ -251,3 +279,17 @@ class Loop:
             self.ledger.close(status, reason, self.owner)
         except AutoDiscoveryError:
             pass  # the database cannot be written (full, read-only, locked): resume finds a stale lease
+
+
+class Foreseen:
+    """The harness, with head-to-heads already measured for the pairs a decision may ask for."""
+
+    def __init__(self, harness: Harness, ready: dict) -> None:
+        self.harness, self.ready = harness, ready
+
+    def head_to_head(self, challenger, incumbent) -> Outcome:
+        done = self.ready.pop((challenger[1].cache_key, incumbent[1].cache_key), None)
+        return done if done is not None else self.harness.head_to_head(challenger, incumbent)
+
+    def __getattr__(self, name: str):
+        return getattr(self.harness, name)

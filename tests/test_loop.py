@@ -240,3 +240,38 @@ def test_the_search_uses_its_budget(store):
         assert run.stop_reason == f"budget spent: {campaign.budget.candidates} candidates"
         families = {c.family for c in run.candidates}
     assert {"wgmma_ws", "wgmma_tma", "wgmma_persistent", "wgmma_cluster"} <= families
+
+
+def test_on_several_devices_the_head_to_heads_of_a_climb_run_side_by_side(store, tmp_path):
+    """With a harness of two devices, a batch climbing the ladder has its head-to-heads measured side by
+    side ahead of the decisions; the decisions, and so the lineage, are those of one device."""
+    import threading
+    import time
+
+    from autodiscovery.store import Store
+
+    def walk(db, parallel: int):
+        campaign = campaigns.load("hopper-gemm", ["budget.candidates=12", "stop.patience=50", "stop.target=5",
+                                                  "agent.search.batch=4"])
+        loop, harness = make_loop(campaign, db)
+        harness.parallel = parallel
+        spans, lock = [], threading.Lock()
+        inner = harness.head_to_head
+
+        def timed(c, i):
+            t = time.monotonic()
+            time.sleep(0.05)
+            out = inner(c, i)
+            with lock:
+                spans.append((t, time.monotonic()))
+            return out
+        harness.head_to_head = timed
+        run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+        return [r["seq"] for r in report.lineage(db, run_id)], harness, spans
+
+    one, h1, _ = walk(store, 1)
+    two, h2, spans = walk(Store(tmp_path / "two.db"), 2)
+    assert one == two and len(one) >= 4
+    assert sorted(h1.head_to_heads) == sorted(h2.head_to_heads)  # no pair measured that one device would not
+    overlapping = sum(1 for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1])
+    assert overlapping >= 1
