@@ -172,6 +172,17 @@ class AgentSettings(Strict):
         return self
 
 
+class ExecutorSettings(Strict):
+    kind: Literal["local", "ray"] = "local"
+    """Where evaluations run: child processes of this one (local), or Ray tasks (ray)."""
+    address: str | None = None
+    """For ray: the cluster ("auto", "ray://HOST:PORT"); none starts a local one on this machine."""
+    build_on: Literal["driver", "workers"] = "driver"
+    """For ray: builds on this machine (driver), or as Ray tasks of one CPU (workers)."""
+    max_retries: int = Field(3, ge=0)
+    """For ray: how often a task whose worker or node died is run again."""
+
+
 class Budget(Strict):
     candidates: int = Field(60, ge=1)
     """Candidates processed: every proposal counts, those refused before compiling included."""
@@ -207,6 +218,7 @@ class Campaign(Strict):
     agent: AgentSettings = AgentSettings()
     budget: Budget = Budget()
     stop: StopRules = StopRules()
+    executor: ExecutorSettings = ExecutorSettings()
 
     def seed_path(self) -> Path:
         p = Path(self.seed)

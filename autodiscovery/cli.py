@@ -87,6 +87,10 @@ def run(
     gpus: Annotated[Optional[str], typer.Option(
         help="Evaluate on several GPUs of this host, one evaluation each at a time: all, a count, or "
              "indices like 0,1 (sets harness.gpus).")] = None,
+    executor: Annotated[Optional[str], typer.Option(
+        help="Where evaluations run: local (child processes) or ray (tasks on a Ray cluster; sets executor.kind).")] = None,
+    address: Annotated[Optional[str], typer.Option(
+        help="With --executor ray: the cluster, auto or ray://HOST:PORT (default: a new local one).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
     allow_new_toolchain: Annotated[bool, typer.Option(
@@ -103,6 +107,10 @@ def run(
         overrides.append(f"agent.kind={agent}")
     if base_url:
         overrides.append(f"agent.llm.base_url={json.dumps(base_url)}")
+    if executor is not None:
+        overrides.append(f"executor.kind={executor}")
+    if address is not None:
+        overrides.append(f"executor.address={json.dumps(address)}")
     if gpus is not None:
         text = gpus.strip()
         overrides.append(f"harness.gpus={text if text == 'all' or text.isdigit() else '[' + text + ']'}")

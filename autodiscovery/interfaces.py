@@ -141,6 +141,8 @@ class HarnessBase:
 
     name = "harness"
     parallel = 1
+    needs_gpu = False
+    """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
     build_workers = 0
     Settings: ClassVar[type]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""

@@ -18,12 +18,14 @@ from autodiscovery.store.models import utcnow
 # (the problem, the gate, the timing, the compiler and its flags) is what its measurements mean.
 MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "harness.timeout_s", "harness.build_workers",
                         "harness.parallel", "harness.cache_dir", "harness.work_dir",
-                        "harness.ncu", "harness.gpus", "harness.executor", "harness.ray_address")
+                        "harness.ncu", "harness.gpus", "executor.")
 TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulator")
 
 
 def prepare(campaign: Campaign, harness=None):
-    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    from autodiscovery import executors
+
+    harness = executors.wrap(harness or registry.harness(campaign.harness.name)(campaign), campaign.executor)
     agent = registry.agent(campaign.agent.kind)(campaign)
     return harness, agent
 

@@ -76,6 +76,7 @@ class ReplayHarness(HarnessBase):
     """step name (build, evaluate, head_to_head) -> called with the step's count before the step runs."""
     fingerprint: dict = field(default_factory=lambda: {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "replay"})
     name: str = "replay"
+    needs_gpu = True
     objective = HopperGemmHarness.objective
 
     def __post_init__(self) -> None:
@@ -155,6 +156,8 @@ class SimReplay(HarnessBase):
     recorded: dict[str, int] = field(default_factory=dict)
     parallel: int = 2
     evaluated: list[str] = field(default_factory=list)
+    sim_seconds: float = 0.0
+    """Each simulation keeps a child process busy on a CPU this long, as a simulator would."""
     name: str = "sim-replay"
     objective = AccelsimHarness.objective
 
@@ -177,6 +180,12 @@ class SimReplay(HarnessBase):
         from harnesses.accelsim.arch import split
         from harnesses.accelsim.model import predict
 
+        if self.sim_seconds:
+            import subprocess
+            import sys
+
+            subprocess.run([sys.executable, "-c", f"import time\nt = time.time()\nwhile time.time() - t < "
+                            f"{self.sim_seconds}: pass"], check=True)
         program, arch = split(source)
         knobs = {k: int(v) for k, v in re.findall(r"\b(BLOCK_[MNK]|FRAGS_[MN]|STAGES|PERSISTENT|MIN_BLOCKS) = (\d+)",
                                                    _knob_line(program))}
@@ -206,3 +215,25 @@ def _knob_line(program: str) -> str:
     bm, bn, bk, fm, fn, st = m.groups()
     return (f"BLOCK_M = {bm} BLOCK_N = {bn} BLOCK_K = {bk} FRAGS_M = {fm} FRAGS_N = {fn} STAGES = {st} "
             f"PERSISTENT = {p.group(1) if p else 0} MIN_BLOCKS = {mb.group(1) if mb else 0}")
+
+
+@dataclass
+class KilledOnce(SimReplay):
+    """The first simulation to start, anywhere, has its process killed (a worker lost mid-task); every
+    simulation that starts leaves a mark in `marks` (its source's hash and its process)."""
+
+    marks: str = ""
+
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        import signal
+
+        h = hashlib.sha256(source.encode()).hexdigest()[:16]
+        Path(self.marks, f"ran-{h}-{os.getpid()}-{len(os.listdir(self.marks))}").touch()
+        try:
+            fd = os.open(Path(self.marks, "killed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return super().evaluate(source, build, bar)
+        os.write(fd, h.encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")

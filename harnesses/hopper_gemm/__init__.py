@@ -42,6 +42,7 @@ class DeviceLost(HarnessError):
 
 class HopperGemmHarness(HarnessBase):
     name = "hopper_gemm"
+    needs_gpu = True
     Settings = Settings
     objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"))
 
@@ -61,6 +62,17 @@ class HopperGemmHarness(HarnessBase):
         self.lost: dict[int, str] = {}
         """GPUs taken out of the pool, and why."""
         self._free: queue.Queue[int] = queue.Queue()
+
+    def __getstate__(self) -> dict:
+        """Shipped to another process (a Ray task): the pool stays here; there, the GPU is the one the
+        process was given."""
+        state = dict(self.__dict__)
+        state["_free"], state["gpus"], state["lost"] = None, None, {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._free = queue.Queue()
 
     @property
     def parallel(self) -> int:
