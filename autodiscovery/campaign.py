@@ -54,6 +54,9 @@ class SearchAgentSettings(Strict):
     the run ends by the loop's stop rules, or when every valid configuration was tried)."""
     batch: int = Field(4, ge=1, le=64)
     """Candidates proposed at once, built in parallel."""
+    overlap: bool | None = None
+    """Propose and build the next batch while the current one is measured (it then sees the verdicts of
+    the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
 
 
 class LlmParams(Strict):

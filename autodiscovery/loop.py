@@ -117,7 +117,7 @@ class Loop:
                     builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
                     self.display.building([c.seq for c in pending])
                     if getattr(self.agent, "overlap", False) and pending:  # the next batch is asked for meanwhile
-                        self.ahead = asker.submit(self._ask, self.ledger.history(), len(pending))
+                        self.ahead = asker.submit(self._ask, self.ledger.history(), len(pending), pool)
                     if self.harness.parallel > 1 and not self.dry_run:  # side by side, decided in order
                         with ThreadPoolExecutor(max_workers=self.harness.parallel) as sims:
                             measured = list(sims.map(lambda c: self._measure(c, builds[c.id], guard=True), pending))
@@ -161,10 +161,18 @@ class Loop:
         return min(self.agent.batch or self.campaign.agent.search.batch,
                    self.campaign.budget.candidates - sum(counted(r.status) for r in h.records) - in_flight)
 
-    def _ask(self, h, in_flight: int) -> list:
-        """The next batch, asked for while `in_flight` candidates are still being built and measured."""
+    def _ask(self, h, in_flight: int, builds: ThreadPoolExecutor | None = None) -> list:
+        """The next batch, asked for while `in_flight` candidates are still being built and measured;
+        its builds are started at once (they are cached: the batch's turn finds them done)."""
         n = self._room(h, in_flight)
-        return self.agent.propose(h, n)[:n] if n > 0 else []
+        proposals = self.agent.propose(h, n)[:n] if n > 0 else []
+        for p in proposals if builds is not None else []:
+            if not p.rejected and p.source:
+                try:
+                    builds.submit(self.harness.build, p.source)
+                except RuntimeError:  # the run is ending: the builds are not needed
+                    break
+        return proposals
 
     def _settle(self, reason: str) -> str:
         """A stop rule fired: what the agent was already asked for is recorded (as proposed, evaluated

@@ -252,7 +252,7 @@ def test_on_several_devices_the_head_to_heads_of_a_climb_run_side_by_side(store,
 
     def walk(db, parallel: int):
         campaign = campaigns.load("hopper-gemm", ["budget.candidates=12", "stop.patience=50", "stop.target=5",
-                                                  "agent.search.batch=4"])
+                                                  "agent.search.batch=4", "agent.search.overlap=false"])
         loop, harness = make_loop(campaign, db)
         harness.parallel = parallel
         spans, lock = [], threading.Lock()
@@ -275,3 +275,19 @@ def test_on_several_devices_the_head_to_heads_of_a_climb_run_side_by_side(store,
     assert sorted(h1.head_to_heads) == sorted(h2.head_to_heads)  # no pair measured that one device would not
     overlapping = sum(1 for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1])
     assert overlapping >= 1
+
+
+def test_on_several_devices_the_next_batch_is_proposed_and_built_while_one_is_measured(store):
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=16", "stop.patience=50", "stop.target=5",
+                                              "agent.search.batch=4"])
+    loop, harness = make_loop(campaign, store, delay_s=0.1)
+    harness.parallel = 2
+    run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+    cands = candidates(store, run_id)
+    assert sum(c.status != "proposed" for c in cands) == 16
+    finished = {c.seq: max(e.created_at for e in c.evaluations) for c in cands if c.evaluations}
+    ahead = [c for c in cands if any(c.created_at < t for s, t in finished.items() if s < c.seq and s > 0)]
+    assert ahead  # some candidates were proposed before earlier ones were done
+    assert len(harness.built) > len({c.source_hash for c in cands if c.status != "rejected"})  # built ahead too
+    assert len({c.source_hash for c in cands}) == len(cands)  # and nothing proposed twice
+    assert len(report.lineage(store, run_id)) >= 4

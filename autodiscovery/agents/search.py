@@ -37,8 +37,14 @@ class SearchAgent(AgentBase):
         self.space = Space(s.space)
         self.seed = s.seed
         self.patience = s.knob_patience
+        self.overlap_setting = s.overlap
+        self.overlap = bool(s.overlap)
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
+
+    def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
+        if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
+            self.overlap = harness.parallel > 1
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
         seed = super().seed_proposal(campaign)
@@ -124,8 +130,9 @@ class SearchAgent(AgentBase):
             for knobs in self.neighbours(fam, best.knobs):
                 if (fam.name, canon(knobs)) not in tried:
                     return self._knob_proposal(fam, knobs, history, "one step from the family's best")
-        points = [(r.knobs, r.score if isinstance(r, Record) else None)
-                  for r in [*history.records, *pending] if self._configured(fam, r)]
+        points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
+                  for r in [*history.records, *pending] if self._configured(fam, r)
+                  and not (isinstance(r, Record) and r.status == "proposed")]
         study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
                                  history.objective.higher_is_better)
         seen = {canon(knobs): score for knobs, score in points}
