@@ -48,6 +48,8 @@ class LlmClient:
         if not key and settings.base_url is None:
             raise LlmError(f"no API key: set {settings.api_key_env} (or agent.llm.api_key_env), "
                            "or give --base-url for a local endpoint")
+        self.secret = key or ""
+        """Never stored or shown: every text that is logged or raised has it replaced."""
         self.where = settings.base_url or "the OpenAI API"
         self.client = openai.OpenAI(base_url=settings.base_url, api_key=key or "unused",
                                     timeout=settings.timeout_s, max_retries=0)
@@ -89,7 +91,7 @@ class LlmClient:
             except LlmError as exc:
                 raise LlmError(f"{model.name}: {exc}") from None
             except openai.NotFoundError as exc:
-                raise LlmError(f"{model.name} at {self.where} answered 404: {_why(exc)}") from None
+                raise LlmError(f"{model.name} at {self.where} answered 404: {self._why(exc)}") from None
 
     def _reaching(self, request):
         """Run one request, turning an unreachable endpoint or a refused key into a one-line LlmError."""
@@ -98,11 +100,11 @@ class LlmClient:
         except openai.NotFoundError:
             raise
         except openai.APIConnectionError as exc:
-            raise LlmError(f"LLM endpoint {self.where} is unreachable: {_why(exc)}") from None
+            raise LlmError(f"LLM endpoint {self.where} is unreachable: {self._why(exc)}") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError):
             raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
         except openai.APIStatusError as exc:
-            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code}: {_why(exc)}") from None
+            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code}: {self._why(exc)}") from None
 
     def chat(self, model: LlmModel, messages: list[dict], heat: float = 0.0) -> tuple[str, list[int]]:
         """The reply's text (never its reasoning), and the ids of the logged calls (one per attempt)."""
@@ -118,10 +120,18 @@ class LlmClient:
                     return self._once(model, messages, ids, heat), ids
         except TRANSIENT as exc:
             raise LlmError(f"{model.name} at {self.where}: gave up after {self.settings.retries + 1} attempts: "
-                           f"{_why(exc)}") from None
+                           f"{self._why(exc)}") from None
         except openai.APIStatusError as exc:
-            raise LlmError(f"{model.name} at {self.where} answered {exc.status_code}: {_why(exc)}") from None
+            raise LlmError(f"{model.name} at {self.where} answered {exc.status_code}: {self._why(exc)}") from None
         raise AssertionError("unreachable")
+
+    def redact(self, text: str | None) -> str | None:
+        if text and len(self.secret) >= 6:
+            return text.replace(self.secret, "[redacted key]")
+        return text
+
+    def _why(self, exc: Exception) -> str:
+        return _why(exc, self.redact)
 
     def _once(self, model: LlmModel, messages: list[dict], ids: list[int], heat: float = 0.0) -> str:
         call = Call(model=model.name, prompt=json.dumps(messages, ensure_ascii=False))
@@ -131,7 +141,8 @@ class LlmClient:
                 model=model.name, messages=messages, **self.options(model, self.settings.max_tokens, heat))
         except openai.APIError as exc:
             call.latency_ms = (time.perf_counter() - start) * 1000
-            call.error = f"{type(exc).__name__}: {_why(exc)}"
+            call.error = f"{type(exc).__name__}: {self._why(exc)}"
+            call.prompt = self.redact(call.prompt)
             ids.append(self.log(call))
             raise
         call.latency_ms = (time.perf_counter() - start) * 1000
@@ -140,10 +151,11 @@ class LlmClient:
             call.input_tokens, call.output_tokens = resp.usage.prompt_tokens, resp.usage.completion_tokens
             if model.price_in is not None and model.price_out is not None:
                 call.cost = (call.input_tokens * model.price_in + call.output_tokens * model.price_out) / 1e6
+        call.prompt, call.reply = self.redact(call.prompt), self.redact(call.reply)
         ids.append(self.log(call))
         return call.reply
 
 
-def _why(exc: Exception) -> str:
+def _why(exc: Exception, redact=lambda text: text) -> str:
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return " ".join(str(text).split())[:300]
+    return " ".join(redact(str(text)).split())[:300]

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery import ROOT, AutoDiscoveryError, sandbox
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
 from autodiscovery.proc import tethered
@@ -75,7 +75,8 @@ class AccelsimHarness(HarnessBase):
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Architecture:
-        _, arch = split(source)
+        program, arch = split(source)
+        sandbox.check(program, sandbox.HOST_HEADERS)  # a whole program: host headers too, nothing of the host
         M, N, K = self.problem.M, self.problem.N, self.problem.K
         if M % 16 or N % 16 or K % 16:
             raise ArchError(f"shape {M}x{N}x{K} not supported: WMMA tiles need multiples of 16")
@@ -83,6 +84,8 @@ class AccelsimHarness(HarnessBase):
 
     def build(self, source: str) -> BuildReport:
         program, _ = split(source) if "@arch" in source else (source, None)
+        if (why := sandbox.refusal(program, sandbox.HOST_HEADERS)) is not None:
+            return BuildReport(ok=False, cache_key="", log=f"refused before compiling: {why}")
         nvcc = getattr(self, "nvcc", None) or tools.find_nvcc11(self.s).path
         if nvcc is None:
             return BuildReport(ok=False, cache_key="", log="CUDA 11 nvcc not found")
@@ -92,13 +95,14 @@ class AccelsimHarness(HarnessBase):
             return report
         work = self.cache.workdir(key)
         (work / "program.cu").write_text(program)
-        env = os.environ | {"PATH": f"{Path(nvcc).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        env = sandbox.build_env(str(Path(nvcc).parent))
         report = BuildReport(ok=False, cache_key=key, compiler=f"nvcc {tools.nvcc_release(nvcc)}", flags=flags)
         start = time.perf_counter()
         try:
             proc = subprocess.run([nvcc, *flags, "-o", "program", "program.cu"], cwd=work, capture_output=True,
                                   text=True, timeout=600, env=env)
-            report.ok, report.log = proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+            report.ok = proc.returncode == 0
+            report.log = sandbox.own_diagnostics((proc.stdout + proc.stderr).strip(), "program.cu")
         except subprocess.TimeoutExpired:
             report.log, report.timed_out = "nvcc did not finish within 600 s", True
         report.seconds = round(time.perf_counter() - start, 3)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery import ROOT, AutoDiscoveryError, sandbox
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
 from autodiscovery.text import first_line
@@ -201,7 +201,9 @@ class HopperGemmHarness(HarnessBase):
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Launch:
-        """The resolved launch for the campaign's shape; ManifestError says why not."""
+        """The resolved launch for the campaign's shape; ManifestError says why not (RefusedSource: the
+        candidate could read the host)."""
+        sandbox.check(source)
         return resolve(parse(source), *self.shape, sms=self.sms)
 
     def build(self, source: str) -> BuildReport:
@@ -239,7 +241,7 @@ class HopperGemmHarness(HarnessBase):
                 continue
             try:
                 self.check(source)
-            except ManifestError as exc:
+            except (ManifestError, sandbox.RefusedSource) as exc:
                 outcomes.append(Outcome("rejected", log=str(exc)))
                 continue
             outcomes.append(None)
@@ -283,7 +285,7 @@ class HopperGemmHarness(HarnessBase):
                 return Outcome("compile_error", log=build.log)
             try:
                 specs[name] = {"cubin": build.artifact, "launch": self.check(source).model_dump()}
-            except ManifestError as exc:
+            except (ManifestError, sandbox.RefusedSource) as exc:
                 return Outcome("rejected", log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
                "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}

@@ -9,7 +9,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from autodiscovery import AutoDiscoveryError
+from autodiscovery import AutoDiscoveryError, sandbox
 from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 
 __all__ = ["Builder", "BuildReport", "ToolchainError", "cuobjdump", "gencode", "nvcc_version", "parse_ptxas"]
@@ -66,6 +66,8 @@ class Builder:
         return build_key(source, self.compiler, " ".join(self.all_flags()), self.arch)
 
     def build(self, source: str, entry: str | None = None) -> BuildReport:
+        if (why := sandbox.refusal(source)) is not None:  # never compiled, whoever asks
+            return BuildReport(ok=False, cache_key="", log=f"refused before compiling: {why}")
         key = self.key(source)
         report = self.cache.get(key)
         if report is not None:
@@ -79,8 +81,11 @@ class Builder:
         start = time.perf_counter()
         report = BuildReport(ok=False, cache_key=key, compiler=self.compiler, flags=self.all_flags())
         try:
-            proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=self.timeout_s)
-            report.ok, report.log = proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+            exe = shutil.which(self.nvcc) or self.nvcc
+            proc = subprocess.run([exe, *cmd[1:]], cwd=work, capture_output=True, text=True, timeout=self.timeout_s,
+                                  env=sandbox.build_env(str(Path(exe).parent)))
+            report.ok = proc.returncode == 0
+            report.log = sandbox.own_diagnostics((proc.stdout + proc.stderr).strip(), "kernel.cu")
         except subprocess.TimeoutExpired:
             report.log, report.timed_out = f"nvcc did not finish within {self.timeout_s:.0f} s", True
         report.seconds = round(time.perf_counter() - start, 3)
