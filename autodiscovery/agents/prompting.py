@@ -181,8 +181,10 @@ def cublas_tflops(history: History) -> str:
     return f"{figures[len(figures) // 2]:.0f}" if figures else ""
 
 
-def _one_line(text: str) -> str:
-    return " ".join((text or "").split())[:400]
+def _one_line(text: str, limit: int = 400) -> str:
+    """One line, cut at a word within `limit` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def tokens(text: str) -> int:
