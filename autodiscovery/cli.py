@@ -154,6 +154,8 @@ def run(
     if dry_run:
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
                       f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
+        if summary["status"] == "failed":
+            raise typer.Exit(1)
         return
     table, _ = report.summary(db, run_id)
     if table is not None:
@@ -161,6 +163,8 @@ def run(
     tflops = f", {display.fmt(summary['best_tflops'], '.1f')} TFLOP/s" if summary["best_tflops"] else ""
     say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_text']}{tflops}. "
         f"See `autodiscovery lineage {run_id}`" + (f" and `autodiscovery report {run_id}`." if table else "."))
+    if summary["status"] == "failed":
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -173,12 +177,13 @@ def measure(
 ) -> None:
     """Gate and time one kernel against cuBLAS (nothing is recorded)."""
     outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat)
-    console.print(display.measure_table(str(kernel), outcomes))
+    objective = registry.harness(campaigns.load(campaign, list(set_ or [])).harness.name).objective
+    console.print(display.measure_table(str(kernel), outcomes, objective))
     scores = [o.score for o in outcomes if o.score is not None]
     if len(scores) > 1:
         med = sorted(scores)[len(scores) // 2]
-        say(f"spread of × cuBLAS over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
-                      f"of the median ({min(scores):.4f} to {max(scores):.4f})")
+        say(f"spread of {objective.name.strip('× ')} over {len(scores)} measurements: "
+            f"{(max(scores) - min(scores)) / med:.2%} of the median ({min(scores):.4f} to {max(scores):.4f})")
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
 
@@ -261,17 +266,19 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
     c = campaigns.load(campaign)
-    rows = registry.harness(c.harness.name).doctor(c.harness)
+    rows = [(*r, True)[:4] for r in registry.harness(c.harness.name).doctor(c.harness)]  # (tool, path, hint, needed)
     if as_json:
-        emit_json([{"tool": what, "found": path, "if_missing": None if path else hint} for what, path, hint in rows])
+        emit_json([{"tool": what, "found": path, "if_missing": None if path else hint, "needed": needed}
+                   for what, path, hint, needed in rows])
     else:
         t = Table(title=f"what {c.name} needs")
         for col in ("tool", "found", "if missing"):
             t.add_column(col, overflow="fold")
-        for what, path, hint in rows:
-            t.add_row(what, f"[green]{path}[/]" if path else "[red]not found[/]", "" if path else hint)
+        for what, path, hint, needed in rows:
+            missing = "[red]not found[/]" if needed else "[yellow]not found (not needed by this campaign)[/]"
+            t.add_row(what, f"[green]{path}[/]" if path else missing, "" if path else hint)
         console.print(t)
-    if not all(p for _, p, _ in rows):
+    if not all(p for _, p, _, needed in rows if needed):  # exit 0 when what the campaign needs is there
         raise typer.Exit(1)
 
 

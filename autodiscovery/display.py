@@ -156,7 +156,17 @@ def candidates_table(rows: list[dict], objective: str = "score") -> Table:
     return t
 
 
-def measure_table(kernel: str, outcomes: list) -> Table:
+def measure_table(kernel: str, outcomes: list, objective=None) -> Table:
+    if objective is not None and "cuBLAS" not in objective.name:  # a simulated kernel: its cycles
+        t = Table(title=f"{kernel}: simulated")
+        for col in ("#", "status", objective.name, "bound", "% of bound", "sim s", "detail"):
+            t.add_column(col, overflow="fold")
+        for i, o in enumerate(outcomes):
+            m = o.metrics
+            t.add_row(str(i + 1), o.status, fmt(o.score, ".0f"), fmt(m.get("bound_cycles"), ".0f"),
+                      fmt(m.get("pct_of_bound"), ".1f"), fmt(o.seconds, ".1f"),
+                      "" if o.status == "ok" else (o.log.splitlines() or [""])[0][:100])
+        return t
     t = Table(title=f"{kernel}: gate and interleaved timing against cuBLAS")
     for col in ("#", "status", "TFLOP/s", "cuBLAS TFLOP/s", "× cuBLAS", "CI", "SM MHz", "W", "eval s", "detail"):
         t.add_column(col, overflow="fold")

@@ -29,4 +29,6 @@ for line in log:
     out.append(line)
 print("\n".join(out))
 print(f"argv={' '.join(sys.argv[1:])} ld_library_path={os.environ.get('LD_LIBRARY_PATH', '')}")
+print("runtime=" + ",".join(os.environ.get(k, "-") for k in ("PTX_SIM_USE_PTX_FILE", "PTX_SIM_KERNELFILE",
+                                                             "CUOBJDUMP_SIM_FILE")))
 sys.exit(int(os.environ.get("STANDIN_RC", "0")))

@@ -289,3 +289,74 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
     assert rows[0]["objective"] == "cycles" and rows[0]["best_text"] == f"{cycles[-1]} cycles"
     out = CliRunner().invoke(app, ["lineage", "1", "--db", str(db)]).output
     assert "cuBLAS" not in out
+
+
+def test_the_simulators_run_time_variables_are_set_by_the_harness(tmp_path, standin_env):
+    h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
+    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    out = h.evaluate(agent.seed_proposal().source, BuildReport(ok=True, cache_key="x", artifact=str(STANDIN)))
+    log = (Path(out.metrics["run_dir"]) / "sim.log").read_text()
+    assert "runtime=1.ptx,_1.ptx,jj" in log
+
+
+def test_an_aborting_program_keeps_its_last_words(tmp_path, standin_env):
+    """A program that prints its reason and aborts (as GPGPU-Sim's libcudart does without its run-time
+    variables): stdout to a pipe is fully buffered, so without care the reason is lost."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    src = tmp_path / "abort.c"
+    src.write_text('#include <stdio.h>\n#include <stdlib.h>\nint main(void) {\n'
+                   '  printf("GPGPU-Sim PTX: ERROR ** No PTX sections found with sm capability\\n");\n  abort();\n}\n')
+    subprocess.run(["gcc", "-o", str(tmp_path / "abort"), str(src)], check=True)
+    h = standin_harness(tmp_path)
+    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    out = h.evaluate(agent.seed_proposal().source, BuildReport(ok=True, cache_key="x", artifact=str(tmp_path / "abort")))
+    assert out.status == "crashed"
+    first = out.log.splitlines()[0]
+    assert "signal 6" in first and "No PTX sections found" in first
+
+
+def test_a_rebuilt_simulator_does_not_reuse_old_results(tmp_path, standin_env):
+    h = standin_harness(tmp_path)
+    lib = Path(h.libcudart)
+    lib.write_bytes(b"build one")
+    first = h.sim_key("src", "cfg")
+    lib.write_bytes(b"build two, rebuilt")
+    assert h.sim_key("src", "cfg") != first
+    lib.write_bytes(b"build one")
+    os.utime(lib, ns=(1, 1))
+    assert h.sim_key("src", "cfg") == first  # the same build, whatever its timestamp
+
+
+def test_a_cached_simulation_says_so(tmp_path, standin_env):
+    h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
+    source = CodesignAgent(campaigns.load("edge-codesign")).seed_proposal().source
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
+    fresh, again = h.evaluate(source, build), h.evaluate(source, build)
+    assert "cache" not in fresh.device and again.device.endswith("(from the simulation cache)")
+    assert again.metrics["cached"] and again.metrics["cycles"] == fresh.metrics["cycles"]
+
+
+def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    nvcc.chmod(0o755)
+    (tmp_path / "sim" / "lib").mkdir(parents=True)
+    (tmp_path / "sim" / "lib" / "libcudart.so").write_bytes(b"lib")
+    monkeypatch.setenv("CUDA11_NVCC", str(nvcc))
+    monkeypatch.setenv("GPGPUSIM_ROOT", str(tmp_path / "sim"))
+    monkeypatch.setenv("GPGPUSIM_CONFIG", str(BASE))
+    monkeypatch.delenv("ACCELSIM_ROOT", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no accel-sim.out: trace mode is not what this campaign runs
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert res.exit_code == 0, res.output
+    assert rows["accel-sim.out (trace mode)"]["found"] is None and rows["accel-sim.out (trace mode)"]["needed"] is False
+    assert all(r["found"] for r in rows.values() if r["needed"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import HAS_GPU
+from conftest import HAS_GPU, needs_nvcc
 from replay import ReplayHarness
 from typer.testing import CliRunner
 
@@ -171,3 +171,13 @@ def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monk
     else:
         assert "asked" not in seen and "continue with `autodiscovery run --resume 7`" in res.output
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+
+
+@needs_nvcc
+def test_a_failed_run_exits_non_zero(tmp_path):
+    """The seed does not compile: the run ends `failed`, says why, and the exit code says so too."""
+    seed = tmp_path / "broken.cu"
+    seed.write_text(campaigns.load("hopper-gemm").seed_path().read_text().replace("float acc = 0.0f;", "float acc = nope;"))
+    res = invoke("--db", str(tmp_path / "f.db"), "run", "--dry-run", "--quiet", "--set", f"seed={seed}",
+                 "--set", f"harness.cache_dir={tmp_path / 'cache'}")
+    assert res.exit_code == 1 and "failed" in res.output and "the seed did not pass" in res.output

@@ -8,6 +8,7 @@ traces with the same configuration. Simulations are deterministic, so one run is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -30,6 +31,32 @@ from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 
 class SimulatorMissing(AutoDiscoveryError):
     pass
+
+
+RUNTIME_ENV = {"PTX_SIM_USE_PTX_FILE": "1.ptx", "PTX_SIM_KERNELFILE": "_1.ptx", "CUOBJDUMP_SIM_FILE": "jj"}
+"""What GPGPU-Sim's libcudart reads at run time (its setup_environment exports them): without them a
+PTX-mode program aborts ("No PTX sections found ...")."""
+
+
+@functools.lru_cache(maxsize=16)
+def build_id(path: str, size: int, mtime_ns: int) -> str:
+    """The identity of a simulator build: the hash of its library's bytes (a rebuilt simulator is
+    another simulator, whatever its path)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def simulator_id(path: str | None) -> str:
+    if not path:
+        return "none"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"{path} (missing)"
+    return build_id(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
 
 
 def tensor_bound(M: int, N: int, K: int, arch: Architecture, units_per_sm: int) -> int:
@@ -121,7 +148,8 @@ class AccelsimHarness(HarnessBase):
     def sim_key(self, source: str, config: str) -> str:
         """Simulations are deterministic: the same artifact, config, shape and simulator give the same log."""
         who = self.accelsim if self.s.traces else self.libcudart
-        parts = [source, config, f"{self.problem.M}x{self.problem.N}x{self.problem.K}", str(who), str(self.s.traces)]
+        parts = [source, config, f"{self.problem.M}x{self.problem.N}x{self.problem.K}", simulator_id(who),
+                 str(self.s.traces)]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
@@ -134,6 +162,7 @@ class AccelsimHarness(HarnessBase):
         if cached.exists():  # this exact simulation ran before: read its log again
             outcome = self._outcome(0, cached.read_text(errors="replace"), arch, option_values(base.read_text()), 0.0)
             outcome.metrics |= {"cached": True, "run_dir": str(cached.parent)}
+            outcome.device = f"{outcome.device} (from the simulation cache)"
             self._results[digest] = outcome
             return outcome
         run_dir = self.work / key[:16]
@@ -143,7 +172,7 @@ class AccelsimHarness(HarnessBase):
         (run_dir / "gpgpusim.config").write_text(config)
         for extra in base.parent.glob("*.icnt"):
             shutil.copy(extra, run_dir / extra.name)
-        env = os.environ.copy()
+        env = os.environ | RUNTIME_ENV
         if self.libcudart:
             env["LD_LIBRARY_PATH"] = f"{Path(self.libcudart).parent}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
         start = time.perf_counter()
@@ -160,7 +189,9 @@ class AccelsimHarness(HarnessBase):
         return outcome
 
     def _run(self, cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str]:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # Unbuffered: a program that aborts keeps its last words (the reason) in the log.
+        unbuffered = ["stdbuf", "-o0", "-e0"] if shutil.which("stdbuf") else []
+        proc = subprocess.Popen([*unbuffered, *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace", start_new_session=True,
                                 preexec_fn=tethered(self.s.timeout_s + 60))
         try:
@@ -179,7 +210,9 @@ class AccelsimHarness(HarnessBase):
         if rc is None:
             return Outcome("timeout", {}, tail, seconds, "gpgpu-sim")
         if why := simlog.crashed(rc if not (rc == 1 and "AUTODISCOVERY_CHECK FAIL" in log) else 0, log):
-            return Outcome("crashed", simlog.parse(log), f"{why}\n{tail}", seconds, "gpgpu-sim")
+            last = next((x.strip() for x in reversed(log.splitlines()) if x.strip()), "")
+            said = f": {last[:200]}" if last and last not in why else ""
+            return Outcome("crashed", simlog.parse(log), f"{why}{said}\n{tail}", seconds, "gpgpu-sim")
         stats = simlog.parse(log)
         if bad := simlog.echo_mismatches(log, arch.overrides()):
             return Outcome("crashed", stats, "configuration not applied: " + "; ".join(bad), seconds, "gpgpu-sim")
@@ -219,5 +252,9 @@ class AccelsimHarness(HarnessBase):
         return report.phases_table(run_id, data)
 
     @staticmethod
-    def doctor(settings: Settings) -> list[tuple[str, str | None, str]]:
-        return [(f.what, f.path, f.hint) for f in tools.survey(settings)]
+    def doctor(settings: Settings) -> list[tuple[str, str | None, str, bool]]:
+        """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
+        mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart)."""
+        mode = {"accel-sim.out (trace mode)"} if settings.traces else {"GPGPU-Sim", "GPGPU-Sim libcudart"}
+        needed = mode | {"CUDA 11 nvcc", "base gpgpusim.config"}
+        return [(f.what, f.path, f.hint, f.what in needed) for f in tools.survey(settings)]

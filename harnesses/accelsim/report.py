@@ -76,7 +76,9 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
 
 
 def phases_table(run_id: int, data: dict) -> Table:
-    t = Table(title=f"co-design phases of run {run_id} (baseline {data['baseline_cycles']} cycles)")
+    base = data["baseline_cycles"]
+    t = Table(title=f"co-design phases of run {run_id} "
+                    f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})")
     for col in ("phase", "#", "simulated", "best configuration", "cycles", "vs baseline", "% of bound"):
         t.add_column(col, overflow="fold")
     names = {"A": "A baseline", "B": "B kernel only", "C": "C model picks", "D": "D architecture only",
