@@ -35,11 +35,15 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
 @pytest.fixture(scope="module")
 def cluster():
     """A local cluster of 2 CPUs and 2 (logical) GPUs; its workers import the tests' modules too."""
-    path = os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")])
-    os.environ["PYTHONPATH"] = path
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(TESTS.parent), before or ""])
     ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray.cluster_resources()
     ray.shutdown()
+    if before is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = before
 
 
 def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluster, tmp_path):
