@@ -138,8 +138,9 @@ class CodesignPhases(Strict):
     """Kernel-only candidates, architecture frozen at stock."""
     C: int = Field(3, ge=0)
     """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
-    D: int = Field(10, ge=0)
-    """Architecture-only candidates, the best kernel frozen."""
+    D: int = Field(12, ge=0)
+    """Architecture-only candidates, the best kernel frozen: one change at a time from stock first
+    (eight at the shipped knobs), then TPE over the knobs that changed anything."""
     E_kernels: int = Field(2, ge=1)
     """Phase E crosses this many best kernels of B and C ..."""
     E_archs: int = Field(2, ge=1)

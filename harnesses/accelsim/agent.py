@@ -1,9 +1,12 @@
 """The co-design agent: kernel x architecture, in the phases of the edge study.
 
 A baseline (stock kernel, stock architecture); B kernel knobs with the architecture frozen (TPE);
-C kernels the analytical model ranks best, simulated to check the model; D architecture knobs with the
-best kernel frozen (TPE); E the best kernels of B/C crossed with the best architectures of D. Every
-candidate's knobs say its phase, kernel and architecture, so the walk rebuilds itself from history.
+C kernels the analytical model ranks best, simulated to check the model; D the architecture with the
+best kernel frozen: first one change at a time from stock (what each change buys, and which knobs do
+nothing at this shape), then TPE over the knobs that matter; E the best kernels of B/C crossed with
+the best architectures of D, and the stock kernel on the best architecture (so the cross can be set
+against the sum of its parts). Every candidate's knobs say its phase, kernel and architecture, so the
+walk rebuilds itself from history.
 """
 
 from __future__ import annotations
@@ -70,10 +73,60 @@ class CodesignAgent(AgentBase):
             return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done)
         best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
         if len(by["D"]) < self.phases.D and best_kernel is not None:
-            return self._tpe("D", self.arch, [(r.knobs["arch"], r) for r in by["D"] if
-                                              canon(r.knobs["kernel"]) == canon(best_kernel)],
-                             min(n, self.phases.D - len(by["D"])), lambda a: (best_kernel, a), done)
+            room = min(n, self.phases.D - len(by["D"]))
+            singles = [p for p in self._ablation(best_kernel, stock) if
+                       (canon(best_kernel), canon(p.knobs["arch"])) not in done][:room]
+            if singles:
+                for p in singles:
+                    done.add((canon(best_kernel), canon(p.knobs["arch"])))
+                return singles
+            fam = self._live_knobs(by, best_kernel, stock)
+            return self._tpe("D", fam, [(r.knobs["arch"], r) for r in by["D"] if
+                                        canon(r.knobs["kernel"]) == canon(best_kernel)],
+                             room, lambda a: (best_kernel, a), done)
         return self._cross(by, done, n)
+
+    # ---- phase D: what each change buys ------------------------------------------------------------
+    def singles(self, stock: dict) -> list[tuple[str, Any]]:
+        """One change from stock per knob: the fastest-looking value of a latency or size (the smallest
+        latency, the most banks or registers), every other value of a choice (the scheduler)."""
+        out = []
+        for k, values in self.arch.knobs.items():
+            others = [v for v in values if v != stock[k]]
+            if not others:
+                continue
+            if all(isinstance(v, int) for v in values):
+                pick = min(others) if "latency" in k or "initiation" in k else max(others)
+                out.append((k, pick))
+            else:
+                out.extend((k, v) for v in others)
+        return out
+
+    def _ablation(self, kernel: dict, stock: dict) -> list[Proposal]:
+        out = []
+        for k, v in self.singles(stock):
+            arch = {**stock, k: v}
+            if self.arch.violations(arch, {}):
+                continue
+            p = self.proposal("D", kernel, arch, f"one change from stock, the best kernel frozen: {k} "
+                                                 f"{stock[k]} → {v} (what it alone buys)")
+            p.knobs["change"] = f"{k}={v}"
+            out.append(p)
+        return out
+
+    def _live_knobs(self, by: dict, kernel: dict, stock: dict) -> Family:
+        """The architecture family with the knobs whose single change did not move the cycles at all
+        held at stock (simulations are deterministic: equal cycles mean the knob is inert here)."""
+        ref = next((r.score for r in [*by["A"], *by["B"], *by["C"]] if r.score is not None
+                    and canon(r.knobs["kernel"]) == canon(kernel) and canon(r.knobs["arch"]) == canon(stock)), None)
+        inert = {r.knobs["change"].split("=")[0] for r in by["D"] if r.knobs.get("change") and r.score == ref}
+        live = {k for r in by["D"] if r.knobs.get("change") and r.score is not None and r.score != ref
+                for k in [r.knobs["change"].split("=")[0]]}
+        fixed = inert - live
+        if ref is None or not fixed:
+            return self.arch
+        return self.arch.model_copy(update={"knobs": {k: ([stock[k]] if k in fixed else v)
+                                                      for k, v in self.arch.knobs.items()}})
 
     def _best(self, recs: list[Record], part: str, k: int = 1) -> Any:
         sign = -1 if self.objective.higher_is_better else 1  # best first
@@ -129,6 +182,12 @@ class CodesignAgent(AgentBase):
         kernels = self._best([*by["A"], *by["B"], *by["C"]], "kernel", self.phases.E_kernels) or []
         archs = self._best(by["D"], "arch", self.phases.E_archs) or []
         out = []
+        best_arch = archs[0] if isinstance(archs, list) and archs else archs or None
+        stock_kernel = dict(self.kernel.default)
+        if best_arch and (canon(stock_kernel), canon(best_arch)) not in done:  # the cross's missing part
+            done.add((canon(stock_kernel), canon(best_arch)))
+            out.append(self.proposal("E", stock_kernel, best_arch, "the stock kernel on the best architecture of D "
+                                                                   "(what the architecture alone buys)"))
         for k in kernels if isinstance(kernels, list) else [kernels]:
             for a in archs if isinstance(archs, list) else [archs]:
                 if (canon(k), canon(a)) not in done and len(out) < n:

@@ -29,7 +29,7 @@ def phases(store: Store, run_id: int) -> dict | None:
                 continue
             m = ev.metrics if ev is not None and ev.status == "ok" else {}
             rows.append({"seq": c.seq, "phase": phase, "kernel": c.knobs["kernel"], "arch": c.knobs["arch"],
-                         "status": c.status, "cycles": m.get("cycles"), "pct_of_bound": m.get("pct_of_bound"),
+                         "change": c.knobs.get("change"), "status": c.status, "cycles": m.get("cycles"), "pct_of_bound": m.get("pct_of_bound"),
                          "bound_cycles": m.get("bound_cycles")})
     if not rows:
         return None
@@ -60,10 +60,50 @@ def phases(store: Store, run_id: int) -> dict | None:
         c["calibrated_error"] = (scale * c["predicted"] - c["simulated"]) / c["simulated"] if scale else None
     held_out = sorted(abs(c["calibrated_error"]) for c in checks if c["phase"] == "C" and scale)
     return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "model": checks,
+            "attribution": attribution(rows, stock), "cross": cross(rows, base, stock),
             "model_scale": scale,
             "model_calibrated_error_on_C": held_out[len(held_out) // 2] if held_out else None,
             "model_rank_correlation": _spearman([c["predicted"] for c in checks], [c["simulated"] for c in checks]),
             "model_median_abs_error": sorted(abs(c["error"]) for c in checks)[len(checks) // 2] if checks else None}
+
+
+def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
+    """Phase D's one-change-at-a-time points against the best kernel on the stock architecture: what
+    each change alone buys, and which changes buy nothing at this shape."""
+    singles = [r for r in rows if r["phase"] == "D" and r["change"] and r["cycles"]]
+    if not singles or stock is None:
+        return []
+    kernel = singles[0]["kernel"]
+    ref = next((r["cycles"] for r in rows if r["phase"] in "ABC" and r["kernel"] == kernel and r["arch"] == stock
+                and r["cycles"]), None)
+    return [{"seq": r["seq"], "change": r["change"], "cycles": r["cycles"], "reference": ref,
+             "vs_reference": (r["cycles"] - ref) / ref if ref else None, "inert": ref is not None and r["cycles"] == ref}
+            for r in singles]
+
+
+def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | None:
+    """Does kernel × architecture beat the sum of its parts? The baseline, the best kernel on stock, the
+    stock kernel on the best architecture of D, and the best of the cross, with the product of the two
+    parts' speedups as what independent effects would give."""
+    if base is None or stock is None:
+        return None
+    stock_kernel = base["kernel"]
+    on_stock = [r for r in rows if r["phase"] in "ABC" and r["arch"] == stock and r["cycles"]]
+    d_best = min((r for r in rows if r["phase"] == "D" and r["cycles"]), key=lambda r: r["cycles"], default=None)
+    e_rows = [r for r in rows if r["phase"] == "E" and r["cycles"]]
+    if not on_stock or d_best is None or not e_rows:
+        return None
+    kernel_only = min(r["cycles"] for r in on_stock)
+    arch_only = next((r["cycles"] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
+                      and r["cycles"]), None)
+    crossed = [r for r in e_rows if r["kernel"] != stock_kernel]
+    both = min((r["cycles"] for r in crossed), default=None)
+    if arch_only is None or both is None:
+        return None
+    predicted = kernel_only * arch_only / base["cycles"]
+    return {"baseline": base["cycles"], "kernel_only": kernel_only, "arch_only": arch_only, "both": both,
+            "predicted": round(predicted), "super_additive": both < predicted,
+            "vs_predicted": (both - predicted) / predicted}
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
@@ -75,7 +115,37 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def phases_table(run_id: int, data: dict) -> Table:
+def phases_table(run_id: int, data: dict):
+    """The phase table, and where phase D and E have them, the attribution and the cross."""
+    from rich.console import Group
+
+    parts = [_phases(run_id, data)]
+    if data.get("attribution"):
+        t = Table(title="phase D: one change at a time from stock, the best kernel frozen")
+        for col in ("#", "change", "cycles", "vs best kernel on stock", ""):
+            t.add_column(col, overflow="fold")
+        for a in data["attribution"]:
+            t.add_row(str(a["seq"]), a["change"], str(a["cycles"]),
+                      "–" if a["vs_reference"] is None else f"{a['vs_reference']:+.1%}",
+                      "no effect at this shape" if a["inert"] else "")
+        parts.append(t)
+    if c := data.get("cross"):
+        t = Table(title="kernel × architecture against the sum of its parts")
+        for col in ("point", "cycles", "vs baseline"):
+            t.add_column(col, overflow="fold")
+        for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
+                          ("stock kernel, best architecture", "arch_only"),
+                          ("both parts' speedups multiplied (predicted)", "predicted"),
+                          ("best kernel × best architecture (measured)", "both")):
+            t.add_row(name, str(c[key]), f"{(c[key] - c['baseline']) / c['baseline']:+.1%}")
+        t.caption = ("super-additive: the cross beats the product of its parts by "
+                     f"{-c['vs_predicted']:.1%}" if c["super_additive"] else
+                     f"not super-additive: the cross is {c['vs_predicted']:+.1%} against the product of its parts")
+        parts.append(t)
+    return Group(*parts)
+
+
+def _phases(run_id: int, data: dict) -> Table:
     base = data["baseline_cycles"]
     t = Table(title=f"co-design phases of run {run_id} "
                     f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})")
