@@ -9,6 +9,7 @@ from autodiscovery.agents import Proposal
 from autodiscovery.campaign import Campaign, apply_override, load, validate
 from autodiscovery.evaluate import assess
 from autodiscovery.loop import Display, Loop, Quiet, Stop
+from autodiscovery.ledger import score_of
 from autodiscovery.report import objective_of
 from autodiscovery.store import Candidate, Run, Store
 from autodiscovery.text import first_line
@@ -49,9 +50,9 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[dict, Proposal
             raise AutoDiscoveryError(f"{what} {ref}: run {run_id} has {f'no candidate #{seq}' if slash else 'no best yet'}")
         if not cand.source:
             raise AutoDiscoveryError(f"{what} {ref}: candidate #{cand.seq} has no kernel (it was refused before one was made)")
-        ev = cand.measurement
-        score = objective_of(run).read(ev.metrics) if ev is not None and ev.status == "ok" else None
-        measured = f", {score:.4g}{objective_of(run).joiner}{objective_of(run).name}" if score is not None else ""
+        objective = objective_of(run)
+        score = score_of(cand, objective)
+        measured = f", {score:.4g}{objective.joiner}{objective.name}" if score is not None else ""
         seed = Proposal(hypothesis=f"Continues run {run.id} #{cand.seq} ({cand.proposer}, {cand.family or '?'}{measured}): "
                                    f"{first_line(cand.hypothesis)}",
                         source=cand.source, proposer=f"from {run.id}/{cand.seq}", family=cand.family,
@@ -210,8 +211,7 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     from autodiscovery.ledger import Ledger
 
     config, _ = origin(store, ref, "prompt")
-    run_id, seq = int(config["origin"].split("/")[0]), int(config["origin"].split("/")[1])
-    config.pop("origin")
+    run_id, seq = (int(x) for x in config.pop("origin").split("/"))
     with store.session() as s:
         fingerprint = dict(Run.find(s, run_id).fingerprint)
     for assignment in overrides:

@@ -143,14 +143,17 @@ class HopperGemmHarness(HarnessBase):
         for g in gpus:
             self._free.put(g)
 
+    def _some_left(self) -> None:
+        if len(self.lost) == len(self.gpus):
+            raise DeviceLost("every GPU of harness.gpus stopped answering: "
+                             + "; ".join(f"GPU {g}: {why}" for g, why in self.lost.items()))
+
     def _take(self) -> int | None:
         """A free GPU of the pool (waiting for one), or None when there is no pool."""
         if not self.gpus:
             return None
         while True:
-            if len(self.lost) == len(self.gpus):
-                raise DeviceLost("every GPU of harness.gpus stopped answering: "
-                                 + "; ".join(f"GPU {g}: {why}" for g, why in self.lost.items()))
+            self._some_left()
             try:
                 return self._free.get(timeout=1.0)
             except queue.Empty:
@@ -290,7 +293,7 @@ class HopperGemmHarness(HarnessBase):
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
                "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}
         notes = []
-        for _attempt in range(2):
+        for attempt in range(2):
             gpu = self._take()
             try:
                 out = self._child(job, timeout_s=self.settings.timeout_s, prefix=prefix, gpu=gpu)
@@ -302,11 +305,9 @@ class HopperGemmHarness(HarnessBase):
                     self.lost[gpu], lost, gpu = why, gpu, None
                     notes.append(f"GPU {lost} stopped answering after this {out.status} evaluation ({why}); "
                                  "it is out of the pool")
-                    if _attempt == 0 and len(self.lost) < len(self.gpus):
+                    self._some_left()
+                    if attempt == 0:
                         continue
-                    if len(self.lost) == len(self.gpus):
-                        raise DeviceLost("every GPU of harness.gpus stopped answering: "
-                                         + "; ".join(f"GPU {g}: {w}" for g, w in self.lost.items()))
             finally:
                 if gpu is not None:
                     self._free.put(gpu)
