@@ -152,6 +152,9 @@ class CodesignAgentSettings(Strict):
     """Folder under search_spaces/ with the kernel family and the architecture knobs."""
     seed: int = 0
     phases: CodesignPhases = CodesignPhases()
+    model_trust: float = Field(0.8, ge=-1, le=1.01)
+    """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
+    then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
 
 
 class AgentSettings(Strict):

@@ -214,21 +214,36 @@ def figures(data: dict) -> Figures:
         ax.set_title("simulated cycles of every configuration, by phase")
         ax.legend(fontsize=8, frameon=False)
         figs.figs["phases"] = fig
-    if h.get("model"):
+    if (m := h.get("model")) and m.get("points"):
         fig, ax = plt.subplots(figsize=(4.8, 4.2))
-        pred = [m["predicted"] for m in h["model"]]
-        sim = [m["simulated"] for m in h["model"]]
-        ax.scatter(pred, sim, s=18, color=KEPT, gid="model")
-        scale = h.get("model_scale")
-        if scale:
-            lo, hi = min(pred), max(pred)
-            ax.plot([lo, hi], [scale * lo, scale * hi], color="#0969da", linewidth=1,
-                    label=f"simulated = {scale:.2f} × predicted")
-            ax.legend(fontsize=8, frameon=False)
+        for kind, color in (("left out of its own fit (A, B)", REVERTED), ("phase-C pick", KEPT)):
+            pts = [p for p in m["points"] if p["held_out"] == kind]
+            if pts:
+                ax.scatter([p["predicted"] for p in pts], [p["simulated"] for p in pts], s=18, color=color,
+                           gid=f"model-{kind[:5]}", label=kind)
+        every = [v for p in m["points"] for v in (p["predicted"], p["simulated"])]
+        ax.plot([min(every), max(every)], [min(every), max(every)], color="#0969da", linewidth=1,
+                label="predicted = simulated")
+        ax.legend(fontsize=8, frameon=False)
         ax.set_xlabel("model's prediction (cycles)")
         ax.set_ylabel("simulated (cycles)")
-        ax.set_title("the analytical model against the simulator")
+        ax.set_title("the fitted model on points it did not see")
         figs.figs["model"] = fig
+    if (pf := h.get("pareto")) and pf.get("points"):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.scatter([p["area_pct"] for p in pf["points"]], [p["cycles"] for p in pf["points"]], s=18,
+                   color=REVERTED, gid="pareto-points", label="best point of each architecture")
+        front = pf["front"]
+        ax.step([p["area_pct"] for p in front], [p["cycles"] for p in front], where="post", color=KEPT,
+                gid="pareto-front", label="Pareto front")
+        budget = (h.get("budget") or {}).get("area_pct")
+        if budget is not None:
+            ax.axvline(budget, color="#0969da", linestyle="--", linewidth=1, label=f"budget +{budget:g}% area")
+        ax.set_xlabel("area over the stock part (%)")
+        ax.set_ylabel("cycles")
+        ax.set_title("cycles against area")
+        ax.legend(fontsize=8, frameon=False)
+        figs.figs["pareto"] = fig
     return figs
 
 

@@ -3,7 +3,9 @@
 
 Usage (as the harness runs a program): standin_sim.py M N K, with STANDIN_LOG naming the recorded log,
 STANDIN_RC the exit code to end with, and STANDIN_STALE=1 to echo the recorded configuration instead
-of the one in the working folder (a simulator that ignored the overrides).
+of the one in the working folder (a simulator that ignored the overrides). Like the real program it
+reads A.bin and B.bin and writes C.bin = A B^T; STANDIN_OUTPUT=wrong changes one output, =none writes
+none.
 """
 import os
 import sys
@@ -31,4 +33,14 @@ print("\n".join(out))
 print(f"argv={' '.join(sys.argv[1:])} ld_library_path={os.environ.get('LD_LIBRARY_PATH', '')}")
 print("runtime=" + ",".join(os.environ.get(k, "-") for k in ("PTX_SIM_USE_PTX_FILE", "PTX_SIM_KERNELFILE",
                                                              "CUOBJDUMP_SIM_FILE")))
+M, N, K = (int(x) for x in sys.argv[1:4])
+if Path("A.bin").exists() and os.environ.get("STANDIN_OUTPUT", "right") != "none":
+    import numpy as np
+
+    a = np.fromfile("A.bin", dtype=np.float16).reshape(M, K).astype(np.float32)
+    b = np.fromfile("B.bin", dtype=np.float16).reshape(N, K).astype(np.float32)
+    c = a @ b.T
+    if os.environ.get("STANDIN_OUTPUT") == "wrong":
+        c[3, 5] += 0.25
+    c.astype(np.float32).tofile("C.bin")
 sys.exit(int(os.environ.get("STANDIN_RC", "0")))

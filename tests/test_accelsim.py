@@ -89,7 +89,7 @@ def standin_harness(tmp_path, **env) -> AccelsimHarness:
     c = campaigns.load("edge-codesign", [f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
                                          "harness.parallel=2"])
     h = AccelsimHarness(c)
-    h.nvcc, h.root, h.base_config, h.accelsim = "/bin/true", str(tmp_path), str(BASE), None
+    h.nvcc, h.root, h.base_config, h.accelsim = "/bin/true", str(tmp_path), None, None  # config rendered
     (tmp_path / "lib").mkdir(exist_ok=True)
     h.libcudart = str(tmp_path / "lib" / "libcudart.so")
     os.environ.update(env)
@@ -98,7 +98,7 @@ def standin_harness(tmp_path, **env) -> AccelsimHarness:
 
 @pytest.fixture
 def standin_env():
-    keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE")}
+    keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE", "STANDIN_OUTPUT")}
     yield
     for k, v in keep.items():
         os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -112,7 +112,10 @@ def test_launch_path_with_a_standin_program(tmp_path, standin_env):
     out = h.evaluate(source, build)
     assert out.status == "ok", out.log
     assert out.metrics["cycles"] == 31033 and out.metrics["bound_cycles"] == 4096
-    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 31033, abs=0.01)
+    # gpu_sim_cycle holds the 5,000-cycle launch latency: kernel cycles leave it out, % of bound uses them.
+    assert out.metrics["kernel_cycles"] == 31033 - 5000 and out.metrics["launch_latency"] == 5000
+    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 26033, abs=0.01)
+    assert out.metrics["check"] == "PASS" and out.metrics["area_pct"] == 0.0
     run_dir = Path(out.metrics["run_dir"])
     assert option_values((run_dir / "gpgpusim.config").read_text())["-gpgpu_n_clusters"] == "32"
     assert "argv=512 512 512" in (run_dir / "sim.log").read_text()
@@ -137,11 +140,16 @@ def test_standin_crash_and_wrong_result(tmp_path, standin_env):
                         STANDIN_RC="139")
     out = h.evaluate(agent.seed_proposal().source, build)
     assert out.status == "crashed" and "segmentation fault" in out.log
-    wrong = tmp_path / "wrong.log"
-    wrong.write_text(log("vec_512").replace("max_abs_err=0 over 512 rows -> PASS", "AUTODISCOVERY_CHECK FAIL max_rel_err=0.5"))
-    h = standin_harness(tmp_path, STANDIN_LOG=str(wrong), STANDIN_RC="1")
-    out = h.evaluate(agent.seed_proposal().source, build)
-    assert out.status == "incorrect" and "FAIL" in out.log
+    # The harness checks C itself: a program whose log claims PASS but whose output is off by one
+    # quarter in one place is incorrect, and so is one that writes no output at all.
+    assert "PASS" in log("vec_512")
+    for output, why in (("wrong", "1 of 262144 outputs differ from the reference; worst at row 3, column 5"),
+                        ("none", "the program wrote no C.bin")):
+        h = standin_harness(tmp_path / output, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0",
+                            STANDIN_OUTPUT=output)
+        out = h.evaluate(agent.seed_proposal().source, build)
+        assert out.status == "incorrect" and why in out.log, out.log
+        assert out.metrics["check"] == "FAIL"
 
 
 def test_tensor_bound_matches_the_article():
@@ -176,11 +184,15 @@ def test_phases_driven_by_recorded_results(tmp_path):
     phases_seen = [cand["knobs"]["phase"] for cand in shown["candidates"] if cand["status"] != "rejected"]
     assert phases_seen[0] == "A" and phases_seen == sorted(phases_seen)  # A, then B ... E in order
     counts = {p: phases_seen.count(p) for p in "ABCDE"}
-    assert counts["A"] == 1 and counts["B"] == 12 and counts["C"] == 3 and counts["D"] == 12
+    # The model fitted on A and B ranks the replayed points well enough to be trusted: phase C simulates
+    # only its best pick and saves the other two simulations.
+    assert counts["A"] == 1 and counts["B"] == 12 and counts["C"] == 1 and counts["D"] == 12
     assert 2 <= counts["E"] <= 5  # the crosses, and the stock kernel on the best architecture
     d = [x for x in shown["candidates"] if x["knobs"]["phase"] == "D"]
     stock_arch = shown["candidates"][0]["knobs"]["arch"]
-    for x in d[:8]:  # one change at a time from stock first
+    singles = [x for x in d if x["knobs"].get("change")]
+    assert singles == d[:7]  # one change at a time from stock first: 8 singles, one of them over budget
+    for x in singles:
         changed = {k for k, v in x["knobs"]["arch"].items() if stock_arch[k] != v}
         assert len(changed) == 1 and x["knobs"]["change"].split("=")[0] in changed
     # Phase D keeps the best kernel of A-C and changes only the architecture; B only the kernel.
@@ -190,13 +202,22 @@ def test_phases_driven_by_recorded_results(tmp_path):
     d_kernels = {str(x["knobs"]["kernel"]) for x in cands if x["knobs"]["phase"] == "D"}
     assert len(d_kernels) == 1
     data = accelsim_report.phases(store, run_id)
-    assert len(data["attribution"]) == 8 and all(a["reference"] for a in data["attribution"])
+    assert len(data["attribution"]) == 7 and all(a["reference"] for a in data["attribution"])
+    # Twice the tensor throughput (+11% area) is past the +10% budget: listed, not simulated, and no
+    # point of the run is over budget.
+    assert [o["change"] for o in data["over_budget"]] == ["tensor_initiation=8"]
+    assert "over the budget" in data["over_budget"][0]["why"]
+    assert all(p["area_pct"] <= 10 for p in data["pareto"]["points"])
+    front = data["pareto"]["front"]
+    assert front and all(a["area_pct"] < b["area_pct"] and a["cycles"] > b["cycles"] for a, b in zip(front, front[1:]))
     c = data["cross"]
     assert c is not None and c["predicted"] == round(c["kernel_only"] * c["arch_only"] / c["baseline"])
     rows = {r["phase"]: r for r in data["phases"]}
     assert set(rows) == set("ABCDE") and rows["A"]["change"] == 0
     assert min(r["cycles"] for r in rows.values()) < data["baseline_cycles"]
-    assert len(data["model"]) >= 16 and data["model_rank_correlation"] is not None
+    m = data["model"]
+    assert m["trusted"] and m["loo_rank_correlation"] >= 0.8 and m["simulations_saved"] == 2
+    assert len(m["points"]) == 14 and sum(p["held_out"] == "phase-C pick" for p in m["points"]) == 1
     assert shown["status"] == "finished" and "all phases done" in shown["stop_reason"]
 
 
@@ -205,18 +226,28 @@ def test_doctor_says_what_to_set(monkeypatch, tmp_path):
 
     from autodiscovery.cli import app
 
-    for var in ("GPGPUSIM_ROOT", "GPGPUSIM_CONFIG", "ACCELSIM_ROOT", "CUDA11_NVCC"):
+    for var in ("GPGPUSIM_ROOT", "ACCELSIM_ROOT", "AUTODISCOVERY_GPGPUSIM_ROOT", "AUTODISCOVERY_SIM_CONFIG",
+                "AUTODISCOVERY_ACCELSIM_ROOT", "AUTODISCOVERY_CUDA11_NVCC"):
         monkeypatch.delenv(var, raising=False)
+    # GPGPU-Sim's own setup_environment exports GPGPUSIM_CONFIG as a build name: it is not ours to read.
+    monkeypatch.setenv("GPGPUSIM_CONFIG", "gpgpu-sim_git-commit-667834cf-modified_1.0")
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH: nothing found
     res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     assert res.exit_code == 1
     rows = {r["tool"]: r for r in json.loads(res.output)}
-    assert rows["GPGPU-Sim"]["found"] is None and "set GPGPUSIM_ROOT" in rows["GPGPU-Sim"]["if_missing"]
+    assert rows["GPGPU-Sim"]["found"] is None
+    assert "set AUTODISCOVERY_GPGPUSIM_ROOT" in rows["GPGPU-Sim"]["if_missing"]
+    # No config file is needed: the harness renders it from the platform model.
+    assert rows["base gpgpusim.config"]["found"] == "rendered from the platform model"
     assert CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"]).exit_code == 1  # the table says the same
-    monkeypatch.setenv("GPGPUSIM_CONFIG", str(BASE))
+    monkeypatch.setenv("AUTODISCOVERY_SIM_CONFIG", str(BASE))
     res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     rows = {r["tool"]: r for r in json.loads(res.output)}
     assert rows["base gpgpusim.config"]["found"] == str(BASE) and rows["base gpgpusim.config"]["if_missing"] is None
+    monkeypatch.setenv("AUTODISCOVERY_SIM_CONFIG", str(tmp_path / "missing.config"))
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert rows["base gpgpusim.config"]["found"] is None and "missing.config" in rows["base gpgpusim.config"]["if_missing"]
 
 
 def test_report_prints_the_phase_table(tmp_path):
@@ -358,10 +389,11 @@ def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_p
     nvcc.chmod(0o755)
     (tmp_path / "sim" / "lib").mkdir(parents=True)
     (tmp_path / "sim" / "lib" / "libcudart.so").write_bytes(b"lib")
-    monkeypatch.setenv("CUDA11_NVCC", str(nvcc))
-    monkeypatch.setenv("GPGPUSIM_ROOT", str(tmp_path / "sim"))
-    monkeypatch.setenv("GPGPUSIM_CONFIG", str(BASE))
-    monkeypatch.delenv("ACCELSIM_ROOT", raising=False)
+    monkeypatch.setenv("AUTODISCOVERY_CUDA11_NVCC", str(nvcc))
+    monkeypatch.setenv("AUTODISCOVERY_GPGPUSIM_ROOT", str(tmp_path / "sim"))
+    monkeypatch.delenv("AUTODISCOVERY_SIM_CONFIG", raising=False)
+    for var in ("ACCELSIM_ROOT", "AUTODISCOVERY_ACCELSIM_ROOT"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no accel-sim.out: trace mode is not what this campaign runs
     res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     rows = {r["tool"]: r for r in json.loads(res.output)}
@@ -376,7 +408,8 @@ def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
     from autodiscovery.agents import History, Record
     from autodiscovery.interfaces import Objective
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}"])
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}",
+                                         "harness.arch.budget.area_pct=null"])
     agent = CodesignAgent(c)
     seed = agent.seed_proposal()
     kernel, stock = seed.knobs["kernel"], seed.knobs["arch"]
@@ -394,3 +427,35 @@ def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
     assert later and all(p.knobs["phase"] == "D" and "change" not in p.knobs for p in later)
     assert all(p.knobs["arch"]["dram_latency"] == stock["dram_latency"] for p in later)
     assert any(p.knobs["arch"] != stock for p in later) and all(p.knobs["kernel"] == kernel for p in later)
+
+
+def test_phase_d_stays_within_the_area_budget():
+    """Every architecture phase D proposes fits `harness.arch.budget.area_pct`; a single change that
+    does not is listed with its cost instead of being simulated."""
+    from autodiscovery.agents import History, Record
+    from autodiscovery.interfaces import Objective
+    from harnesses.accelsim.costs import estimate
+
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 16, E_kernels: 1, E_archs: 1}",
+                                         "harness.arch.budget.area_pct=5"])
+    agent = CodesignAgent(c)
+    seed = agent.seed_proposal()
+
+    def rec(seq, knobs, cycles):
+        return Record(seq=seq, family="wmma", knobs=knobs, status="reverted", score=cycles, kept=False,
+                      source_hash=str(seq))
+    records = [rec(0, seed.knobs, 1000)]
+    obj = Objective("cycles", False, ("cycles",))
+    singles = agent.propose(History(records, records[0], obj), 20)
+    left_out = {o["change"]: o for o in singles[0].knobs["over_budget"]}
+    # +5%: twice the registers (+9.9%), twice the tensor throughput (+11%) and DRAM latency 100 (+6.75%)
+    # do not fit; GTO, 64 banks, tensor latency 16 and L2 ROP 120 do.
+    assert set(left_out) == {"registers_per_sm=131072", "tensor_initiation=8", "dram_latency=100"}
+    assert left_out["registers_per_sm=131072"]["area_pct"] == pytest.approx(9.9)
+    assert {p.knobs["change"] for p in singles} >= {"scheduler=gto", "shmem_banks=64", "l2_rop_latency=120"}
+    for i, p in enumerate(singles, 1):
+        records.append(rec(i, p.knobs, 1000 - i))
+    later = agent.propose(History(records, records[0], obj), 8)
+    assert later and all("change" not in p.knobs for p in later)
+    for p in [*singles, *later]:
+        assert estimate(Architecture(**p.knobs["arch"]))["area_pct"] <= 5 and p.rejected is None

@@ -23,8 +23,9 @@ from autodiscovery import ROOT, AutoDiscoveryError, sandbox
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
 from autodiscovery.proc import tethered
-from harnesses.accelsim import report, simlog, tools
+from harnesses.accelsim import data, report, simlog, tools
 from harnesses.accelsim.arch import Architecture, ArchError, option_values, render_config, split
+from harnesses.accelsim.platform import STOCK
 from harnesses.accelsim.settings import Settings
 from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 
@@ -32,6 +33,10 @@ from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
 class SimulatorMissing(AutoDiscoveryError):
     pass
 
+
+CHECK_VERSION = "harness-check-1"
+"""Part of every simulation's cache key: results from before the harness checked the output itself are
+simulated again."""
 
 RUNTIME_ENV = {"PTX_SIM_USE_PTX_FILE": "1.ptx", "PTX_SIM_KERNELFILE": "_1.ptx", "CUOBJDUMP_SIM_FILE": "jj"}
 """What GPGPU-Sim's libcudart reads at run time (its setup_environment exports them): without them a
@@ -94,11 +99,16 @@ class AccelsimHarness(HarnessBase):
         self.nvcc = found["CUDA 11 nvcc"].path
         self.root = found["GPGPU-Sim"].path
         self.libcudart = found["GPGPU-Sim libcudart"].path
-        self.base_config = found["base gpgpusim.config"].path
+        base = found["base gpgpusim.config"].path
+        self.base_config = None if base == tools.RENDERED else base
         self.accelsim = found["accel-sim.out (trace mode)"].path
+        if self.s.traces and self.base_config is None:
+            raise SimulatorMissing("trace mode needs harness.base_config: a gpgpusim.config with its trace.config "
+                                   "beside it")
         return {"simulator": "accel-sim (trace)" if self.s.traces else "gpgpu-sim (ptx)", "gpu": "simulated",
-                "gpgpusim_root": self.root, "base_config": self.base_config, "nvcc": self.nvcc,
-                "nvcc_release": tools.nvcc_release(self.nvcc)}
+                "gpgpusim_root": self.root, "base_config": self.base_config or tools.RENDERED,
+                "simulator_build": simulator_id(self.accelsim if self.s.traces else self.libcudart),
+                "nvcc": self.nvcc, "nvcc_release": tools.nvcc_release(self.nvcc)}
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Architecture:
@@ -145,23 +155,34 @@ class AccelsimHarness(HarnessBase):
             return [self.accelsim, "-trace", self.s.traces, "-config", "gpgpusim.config", "-config", str(trace_cfg)]
         return [build.artifact, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
 
+    def configure(self, arch: Architecture) -> tuple[str, dict[str, str]]:
+        """The gpgpusim.config of a candidate's architecture and its option values: rendered whole from
+        the platform model, or the user's base file with the knobs appended."""
+        base = getattr(self, "base_config", None)
+        if base:
+            text = render_config(Path(base).read_text(), arch)
+            return text, option_values(text)
+        platform = STOCK.with_options(arch.overrides())
+        return platform.render(), platform.options()
+
     def sim_key(self, source: str, config: str) -> str:
         """Simulations are deterministic: the same artifact, config, shape and simulator give the same log."""
         who = self.accelsim if self.s.traces else self.libcudart
         parts = [source, config, f"{self.problem.M}x{self.problem.N}x{self.problem.K}", simulator_id(who),
-                 str(self.s.traces)]
+                 str(self.s.traces), CHECK_VERSION]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         arch = self.check(source)
         digest = hashlib.sha256(source.encode()).hexdigest()
-        base = Path(self.base_config)
-        config = render_config(base.read_text(), arch)
+        config, values = self.configure(arch)
         key = self.sim_key(source, config)
-        cached = self.cache.root / "sims" / key[:2] / key / "sim.log"
-        if cached.exists():  # this exact simulation ran before: read its log again
-            outcome = self._outcome(0, cached.read_text(errors="replace"), arch, option_values(base.read_text()), 0.0)
-            outcome.metrics |= {"cached": True, "run_dir": str(cached.parent)}
+        cached = self.cache.root / "sims" / key[:2] / key
+        if (cached / "sim.log").exists() and (cached / "check.txt").exists():  # this exact simulation ran before
+            check = cached.joinpath("check.txt").read_text().strip()
+            outcome = self._outcome(0, (cached / "sim.log").read_text(errors="replace"), arch, values, 0.0,
+                                    check or None)
+            outcome.metrics |= {"cached": True, "run_dir": str(cached)}
             outcome.device = f"{outcome.device} (from the simulation cache)"
             self._results[digest] = outcome
             return outcome
@@ -170,8 +191,12 @@ class AccelsimHarness(HarnessBase):
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         (run_dir / "gpgpusim.config").write_text(config)
-        for extra in base.parent.glob("*.icnt"):
-            shutil.copy(extra, run_dir / extra.name)
+        if self.base_config:
+            for extra in Path(self.base_config).parent.glob("*.icnt"):
+                shutil.copy(extra, run_dir / extra.name)
+        if not self.s.traces:
+            a, b = data.inputs(self.problem.M, self.problem.N, self.problem.K, int(key[:8], 16))
+            data.write_inputs(run_dir, a, b)
         env = os.environ | RUNTIME_ENV
         if self.libcudart:
             env["LD_LIBRARY_PATH"] = f"{Path(self.libcudart).parent}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
@@ -179,12 +204,18 @@ class AccelsimHarness(HarnessBase):
         rc, log = self._run(self.command(build, run_dir), run_dir, env)
         seconds = round(time.perf_counter() - start, 3)
         (run_dir / "sim.log").write_text(log)
-        outcome = self._outcome(rc, log, arch, option_values(base.read_text()), seconds)
+        check = None
+        if not self.s.traces and rc == 0:
+            passed, check = data.check_output(run_dir, a, b)
+        (run_dir / "check.txt").write_text(check or "")
+        for big in ("A.bin", "B.bin", "C.bin"):
+            run_dir.joinpath(big).unlink(missing_ok=True)
+        outcome = self._outcome(rc, log, arch, values, seconds, check)
         outcome.metrics["run_dir"] = str(run_dir)
         if outcome.status in ("ok", "incorrect"):
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(run_dir / "sim.log", cached)
-            shutil.copy(run_dir / "gpgpusim.config", cached.parent / "gpgpusim.config")
+            cached.mkdir(parents=True, exist_ok=True)
+            for name in ("sim.log", "gpgpusim.config", "check.txt"):
+                shutil.copy(run_dir / name, cached / name)
         self._results[digest] = outcome
         return outcome
 
@@ -205,27 +236,35 @@ class AccelsimHarness(HarnessBase):
             os.killpg(proc.pid, signal.SIGKILL)
             raise
 
-    def _outcome(self, rc: int | None, log: str, arch: Architecture, base: dict, seconds: float) -> Outcome:
+    def _outcome(self, rc: int | None, log: str, arch: Architecture, values: dict, seconds: float,
+                 check: str | None) -> Outcome:
         tail = "\n".join(log.strip().splitlines()[-30:])
         if rc is None:
             return Outcome("timeout", {}, tail, seconds, "gpgpu-sim")
-        if why := simlog.crashed(rc if not (rc == 1 and "AUTODISCOVERY_CHECK FAIL" in log) else 0, log):
+        if why := simlog.crashed(rc, log):
             last = next((x.strip() for x in reversed(log.splitlines()) if x.strip()), "")
             said = f": {last[:200]}" if last and last not in why else ""
             return Outcome("crashed", simlog.parse(log), f"{why}{said}\n{tail}", seconds, "gpgpu-sim")
         stats = simlog.parse(log)
         if bad := simlog.echo_mismatches(log, arch.overrides()):
             return Outcome("crashed", stats, "configuration not applied: " + "; ".join(bad), seconds, "gpgpu-sim")
-        if not self.s.traces and stats.get("check") != "PASS":
-            line = next((x for x in log.splitlines() if "AUTODISCOVERY_CHECK" in x), "no result check printed")
-            return Outcome("incorrect", stats, line, seconds, "gpgpu-sim")
+        if not self.s.traces:
+            stats["check"] = "PASS" if check and "PASS" in check else "FAIL"
+            if stats["check"] != "PASS":
+                return Outcome("incorrect", stats, check or "output check FAIL: not checked", seconds, "gpgpu-sim")
         if "cycles" not in stats:
             return Outcome("crashed", stats, f"no gpu_tot_sim_cycle in the log\n{tail}", seconds, "gpgpu-sim")
-        units = int(re.sub(r"\D", "", base.get("-gpgpu_num_tensor_core_units", "4")) or 4)
+        units = int(re.sub(r"\D", "", values.get("-gpgpu_num_tensor_core_units", "4")) or 4)
+        launch = int(values.get("-gpgpu_kernel_launch_latency", "0") or 0)
         M, N, K = self.problem.M, self.problem.N, self.problem.K
         bound = tensor_bound(M, N, K, arch, units)
-        # The objective is fewest cycles; `% of bound` beside it uses the candidate's own architecture.
-        stats |= {"bound_cycles": bound, "pct_of_bound": round(100 * bound / stats["cycles"], 2), "wall_s": seconds}
+        # gpu_sim_cycle counts each kernel's launch latency; kernel cycles leave it out, and % of bound
+        # (against the candidate's own architecture) is taken on them.
+        kernel = max(1, stats["cycles"] - launch * max(1, stats.get("kernels", 1)))
+        cost = self.s.arch.cost(arch)
+        stats |= {"kernel_cycles": kernel, "launch_latency": launch, "bound_cycles": bound,
+                  "pct_of_bound": round(100 * bound / kernel, 2), "wall_s": seconds,
+                  "area_pct": cost["area_pct"], "power_pct": cost["power_pct"]}
         return Outcome("ok", stats, "", seconds, f"gpgpu-sim {arch.sms}-SM", score=stats["cycles"])
 
     def evaluate_many(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:

@@ -11,19 +11,28 @@ walk rebuilds itself from history.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
 
+from autodiscovery import ROOT
 from autodiscovery.agents import History, Proposal, Record, tpe
 from autodiscovery.interfaces import AgentBase
 from autodiscovery.text import canon
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
 from autodiscovery.space import Family
 from harnesses.accelsim.arch import Architecture, block
-from harnesses.accelsim.model import predict
+from harnesses.accelsim.costs import ArchSettings
+from harnesses.accelsim.model import Fit, features, leave_one_out, predict, ptx_counts
+from harnesses.accelsim import tools
+from autodiscovery import sandbox
 
 
 
@@ -42,6 +51,12 @@ class CodesignAgent(AgentBase):
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
         self.batch = campaign.harness.parallel or os.cpu_count() or 1
+        self.costs = getattr(campaign.harness, "arch", None) or ArchSettings()
+        self.model_trust = s.model_trust
+        h = campaign.harness
+        self.nvcc = (tools.find_nvcc11(h).path if hasattr(h, "nvcc") else None) or shutil.which("nvcc")
+        cache = Path(getattr(h, "cache_dir", "runs/cache/accelsim"))
+        self.ptx_dir = (cache if cache.is_absolute() else ROOT / cache) / "ptx"
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
@@ -49,8 +64,16 @@ class CodesignAgent(AgentBase):
     def render(self, kernel: dict, arch: dict) -> str:
         return self.env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
 
+    def over_budget(self, arch: dict) -> str | None:
+        try:
+            return self.costs.budget.over(self.costs.cost(Architecture(**arch)))
+        except ValueError as exc:  # an architecture the model refuses is not over budget: it is invalid
+            return str(exc).splitlines()[0]
+
     def proposal(self, phase: str, kernel: dict, arch: dict, text: str) -> Proposal:
         why = self.kernel.violations(kernel, self.shape) + self.arch.violations(arch, {})
+        if not why and (over := self.over_budget(arch)):
+            why = [over]
         source = "" if why else self.render(kernel, arch)
         return Proposal(f"Phase {phase}: {text}", source, f"codesign:{phase}", "wmma",
                         {"phase": phase, "kernel": kernel, "arch": arch}, rejected="; ".join(why) or None)
@@ -69,8 +92,9 @@ class CodesignAgent(AgentBase):
         if len(by["B"]) < self.phases.B:
             return self._tpe("B", self.kernel, [(r.knobs["kernel"], r) for r in by["A"] + by["B"]],
                              min(n, self.phases.B - len(by["B"])), lambda k: (k, stock), done)
-        if len(by["C"]) < self.phases.C:
-            return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done)
+        trusted = any((r.knobs.get("model") or {}).get("trusted") for r in by["C"])
+        if len(by["C"]) < self.phases.C and not trusted:
+            return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done, [*by["A"], *by["B"]])
         best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
         if len(by["D"]) < self.phases.D and best_kernel is not None:
             room = min(n, self.phases.D - len(by["D"]))
@@ -103,15 +127,20 @@ class CodesignAgent(AgentBase):
         return out
 
     def _ablation(self, kernel: dict, stock: dict) -> list[Proposal]:
-        out = []
+        out, left_out = [], []
         for k, v in self.singles(stock):
             arch = {**stock, k: v}
             if self.arch.violations(arch, {}):
+                continue
+            if over := self.over_budget(arch):
+                left_out.append({"change": f"{k}={v}", "why": over, **self.costs.cost(Architecture(**arch))})
                 continue
             p = self.proposal("D", kernel, arch, f"one change from stock, the best kernel frozen: {k} "
                                                  f"{stock[k]} → {v} (what it alone buys)")
             p.knobs["change"] = f"{k}={v}"
             out.append(p)
+        if out and left_out:  # the first single carries what the budget left out, for the report
+            out[0].knobs["over_budget"] = left_out
         return out
 
     def _live_knobs(self, by: dict, kernel: dict, stock: dict) -> Family:
@@ -149,7 +178,8 @@ class CodesignAgent(AgentBase):
                 break
             kernel, arch = pair(knobs)
             pair_key = (canon(kernel), canon(arch))
-            if pair_key in done or fam.violations(knobs, self.shape if fam is self.kernel else {}):
+            if pair_key in done or fam.violations(knobs, self.shape if fam is self.kernel else {}) or (
+                    fam is not self.kernel and self.over_budget(arch)):
                 tpe.tell(study, trial, None)
                 done.add(pair_key)
                 continue
@@ -161,21 +191,74 @@ class CodesignAgent(AgentBase):
                                                           "TPE fitted to the cycles simulated so far"))
         return out
 
-    def _model_picks(self, n: int, stock: dict, done: set) -> list[Proposal]:
+    # ---- phase C: the model fitted on what A and B simulated ---------------------------------------
+    def ptx(self, kernel: dict) -> dict[str, int]:
+        """Instruction counts of a kernel's main loop, from its PTX (compiled once, kept on disk)."""
+        source = self.env.get_template(self.kernel.template).render(**kernel)
+        key = hashlib.sha256(source.encode()).hexdigest()[:20]
+        path = self.ptx_dir / f"{key}.ptx"
+        if not path.exists():
+            if self.nvcc is None:
+                return {}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / "k.cu").write_text(source)
+                proc = subprocess.run([self.nvcc, "-ptx", "-O3", "-arch=sm_80", "-o", "k.ptx", "k.cu"], cwd=tmp,
+                                      capture_output=True, text=True, timeout=300,
+                                      env=sandbox.build_env(str(Path(self.nvcc).parent)))
+                if proc.returncode != 0:
+                    return {}
+                shutil.copy(Path(tmp) / "k.ptx", path)
+        return ptx_counts(path.read_text())
+
+    def _features(self, kernel: dict, arch: dict) -> dict[str, float]:
+        return features(kernel, Architecture(**arch), **self.shape, ptx=self.ptx(kernel))
+
+    def fit(self, recs: list[Record]) -> tuple[Fit | None, dict]:
+        """The model fitted on the simulated stock-architecture points of A and B, and how well it
+        predicts each of them when left out."""
+        stock = dict(self.arch.default)
+        pts = [r for r in recs if r.score is not None and canon(r.knobs["arch"]) == canon(stock)]
+        if len(pts) < 4:
+            return None, {"n": len(pts), "trusted": False, "why": "fewer than 4 simulated points"}
+        rows = [self._features(r.knobs["kernel"], stock) for r in pts]
+        cycles = [float(r.score) for r in pts]
+        loo = leave_one_out(rows, cycles)
+        rho = loo["rank_correlation"]
+        fit = Fit(rows, cycles)
+        info = {"n": len(pts), "loo_rank_correlation": None if rho is None else round(rho, 3),
+                "loo_median_abs_error": None if loo["median_abs_error"] is None else round(loo["median_abs_error"], 4),
+                "terms": fit.terms(), "ptx": bool(self.ptx(pts[0].knobs["kernel"])),
+                "threshold": self.model_trust, "trusted": rho is not None and rho >= self.model_trust,
+                "points": [{"seq": r.seq, "predicted": round(p), "simulated": r.score}
+                           for r, p in zip(pts, loo["predicted"])]}
+        return fit, info
+
+    def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record]) -> list[Proposal]:
+        fit, info = self.fit(recs)
         arch = Architecture(**stock)
-        ranked = sorted(
-            (k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)),
-            key=lambda k: predict(k, arch, **self.shape)["cycles"],
-        )
+        valid = [k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)
+                 and (canon(k), canon(stock)) not in done]
+        # The analytical model narrows thousands of configurations to a few dozen; the fitted model,
+        # which needs each one's PTX, ranks those.
+        shortlist = sorted(valid, key=lambda k: predict(k, arch, **self.shape)["cycles"])[:24]
+        if fit is not None:
+            scored = sorted(((fit.predict(self._features(k, stock)), k) for k in shortlist), key=lambda t: t[0])
+        else:
+            scored = [(predict(k, arch, **self.shape)["cycles"], k) for k in shortlist]
+        take = 1 if info["trusted"] else n
+        info["simulations_saved"] = self.phases.C - 1 if info["trusted"] else 0
         out = []
-        for k in ranked:
-            if (canon(k), canon(stock)) in done:
-                continue
-            cyc = predict(k, arch, **self.shape)["cycles"]
-            out.append(self.proposal("C", k, stock, f"the analytical model's pick ({cyc:.0f} cycles predicted), "
-                                                    "simulated to check the model"))
-            if len(out) >= n:
-                break
+        for cycles, k in scored[:take]:
+            rho = info.get("loo_rank_correlation")
+            how = (f"the fitted model's pick ({cycles:.0f} cycles predicted; leave-one-out rank correlation "
+                   f"{rho if rho is not None else '–'} on {info['n']} points, "
+                   + ("trusted: the other picks are not simulated)" if info["trusted"] else "simulated to check it)")
+                   if fit is not None else f"the analytical model's pick ({cycles:.0f} cycles predicted)")
+            p = self.proposal("C", k, stock, how)
+            p.knobs["predicted"] = round(cycles)
+            p.knobs["model"] = info
+            out.append(p)
         return out
 
     def _cross(self, by: dict, done: set, n: int) -> list[Proposal]:

@@ -6,7 +6,7 @@ from rich.table import Table
 
 from autodiscovery.store import Run, Store
 from harnesses.accelsim.arch import Architecture
-from harnesses.accelsim.model import predict
+from harnesses.accelsim.costs import ArchSettings, pareto
 
 
 def fmt(x: float | None, spec: str = ".3f") -> str:
@@ -14,25 +14,36 @@ def fmt(x: float | None, spec: str = ".3f") -> str:
 
 
 def phases(store: Store, run_id: int) -> dict | None:
-    """The co-design phase table: each phase's best, its cycles, the change from the baseline, % of bound;
-    and how the analytical model's predictions compare with the simulated cycles."""
+    """Everything the co-design report shows: each phase's best (cycles, kernel cycles, change from the
+    baseline, % of bound, area); phase D's attribution; the cross against the product of its parts;
+    the fitted model judged on points it did not see; and the cycles-versus-area Pareto front."""
     with store.session() as s:
         run = Run.find(s, run_id)
         if run is None:
             return None
-        problem = run.config.get("problem", {})
+        config = run.config or {}
         rows = []
         for c in run.candidates:
-            phase = (c.knobs or {}).get("phase")
+            knobs = c.knobs or {}
+            phase = knobs.get("phase")
             ev = c.measurement
             if phase is None:
                 continue
             m = ev.metrics if ev is not None and ev.status == "ok" else {}
-            rows.append({"seq": c.seq, "phase": phase, "kernel": c.knobs["kernel"], "arch": c.knobs["arch"],
-                         "change": c.knobs.get("change"), "status": c.status, "cycles": m.get("cycles"), "pct_of_bound": m.get("pct_of_bound"),
-                         "bound_cycles": m.get("bound_cycles")})
+            rows.append({"seq": c.seq, "phase": phase, "kernel": knobs["kernel"], "arch": knobs["arch"],
+                         "change": knobs.get("change"), "status": c.status, "cycles": m.get("cycles"),
+                         "kernel_cycles": m.get("kernel_cycles", m.get("cycles")),
+                         "pct_of_bound": m.get("pct_of_bound"), "bound_cycles": m.get("bound_cycles"),
+                         "model": knobs.get("model"), "predicted": knobs.get("predicted"),
+                         "over_budget": knobs.get("over_budget")})
     if not rows:
         return None
+    settings = ArchSettings.model_validate((config.get("harness") or {}).get("arch") or {})
+    for r in rows:
+        try:
+            r.update({k: v for k, v in settings.cost(Architecture(**r["arch"])).items() if k.endswith("_pct")})
+        except ValueError:
+            r.update(area_pct=None, power_pct=None)
     base = next((r for r in rows if r["phase"] == "A" and r["cycles"]), None)
     stock = next((r["arch"] for r in rows if r["phase"] == "A"), None)
     table = []
@@ -44,27 +55,49 @@ def phases(store: Store, run_id: int) -> dict | None:
         change = (best["cycles"] - base["cycles"]) / base["cycles"] if base else None
         arch_diff = {k: v for k, v in best["arch"].items() if stock and stock.get(k) != v}
         table.append({"phase": phase, "seq": best["seq"], "simulated": len(done), "kernel": best["kernel"],
-                      "arch_changes": arch_diff, "cycles": best["cycles"], "change": change,
-                      "pct_of_bound": best["pct_of_bound"]})
-    checks = []
+                      "arch_changes": arch_diff, "cycles": best["cycles"], "kernel_cycles": best["kernel_cycles"],
+                      "change": change, "pct_of_bound": best["pct_of_bound"], "area_pct": best["area_pct"]})
+    return {"baseline_cycles": base["cycles"] if base else None, "phases": table,
+            "attribution": attribution(rows, stock), "over_budget": next((r["over_budget"] for r in rows
+                                                                          if r["over_budget"]), []),
+            "cross": cross(rows, base, stock), "model": model_check(rows),
+            "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings)}
+
+
+def model_check(rows: list[dict]) -> dict | None:
+    """The phase-C model: how it did on the A and B points, each left out of its own fit, and on the
+    C picks it chose and the simulator then ran (held out entirely); how many simulations it saved."""
+    c_rows = [r for r in rows if r["phase"] == "C" and r["model"]]
+    if not c_rows:
+        return None
+    info = c_rows[0]["model"]
+    points = [{**p, "held_out": "left out of its own fit (A, B)"} for p in info.get("points", [])]
+    picks = [{"seq": r["seq"], "predicted": r["predicted"], "simulated": r["cycles"],
+              "held_out": "phase-C pick"} for r in c_rows if r["cycles"] and r["predicted"] is not None]
+    errors = sorted(abs(p["predicted"] - p["simulated"]) / p["simulated"] for p in picks)
+    return {"n": info.get("n"), "terms": info.get("terms"), "ptx": info.get("ptx"),
+            "threshold": info.get("threshold"), "trusted": info.get("trusted"),
+            "loo_rank_correlation": info.get("loo_rank_correlation"),
+            "loo_median_abs_error": info.get("loo_median_abs_error"),
+            "picks_rank_correlation": _spearman([p["predicted"] for p in picks], [p["simulated"] for p in picks]),
+            "picks_median_abs_error": errors[len(errors) // 2] if errors else None,
+            "simulations_saved": info.get("simulations_saved", 0), "points": points + picks}
+
+
+def pareto_front(rows: list[dict], settings: ArchSettings) -> dict:
+    """Cycles against area: the best simulated point of each architecture, the ones no other beats on
+    both, and the best within the budget."""
+    best: dict[str, dict] = {}
     for r in rows:
-        if r["cycles"] and r["arch"] == stock:
-            p = predict(r["kernel"], Architecture(**r["arch"]), problem.get("M", 512), problem.get("N", 512),
-                        problem.get("K", 512))["cycles"]
-            checks.append({"seq": r["seq"], "phase": r["phase"], "predicted": round(p), "simulated": r["cycles"],
-                           "error": (p - r["cycles"]) / r["cycles"]})
-    # The model's scale, fitted on the baseline and phase B, then judged on the phase-C picks it made.
-    fit = sorted(c["simulated"] / c["predicted"] for c in checks if c["phase"] in "AB" and c["predicted"])
-    scale = fit[len(fit) // 2] if fit else None
-    for c in checks:
-        c["calibrated_error"] = (scale * c["predicted"] - c["simulated"]) / c["simulated"] if scale else None
-    held_out = sorted(abs(c["calibrated_error"]) for c in checks if c["phase"] == "C" and scale)
-    return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "model": checks,
-            "attribution": attribution(rows, stock), "cross": cross(rows, base, stock),
-            "model_scale": scale,
-            "model_calibrated_error_on_C": held_out[len(held_out) // 2] if held_out else None,
-            "model_rank_correlation": _spearman([c["predicted"] for c in checks], [c["simulated"] for c in checks]),
-            "model_median_abs_error": sorted(abs(c["error"]) for c in checks)[len(checks) // 2] if checks else None}
+        if r["cycles"] and r["area_pct"] is not None:
+            key = str(sorted(r["arch"].items()))
+            if key not in best or r["cycles"] < best[key]["cycles"]:
+                best[key] = r
+    pts = [{"seq": r["seq"], "phase": r["phase"], "area_pct": r["area_pct"], "power_pct": r["power_pct"],
+            "cycles": r["cycles"], "arch": r["arch"]} for r in best.values()]
+    front = pareto(pts)
+    within = [p for p in pts if settings.budget.over(p) is None]
+    return {"points": pts, "front": front, "best_within_budget": min(within, key=lambda p: p["cycles"], default=None)}
 
 
 def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
@@ -77,33 +110,38 @@ def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
     ref = next((r["cycles"] for r in rows if r["phase"] in "ABC" and r["kernel"] == kernel and r["arch"] == stock
                 and r["cycles"]), None)
     return [{"seq": r["seq"], "change": r["change"], "cycles": r["cycles"], "reference": ref,
-             "vs_reference": (r["cycles"] - ref) / ref if ref else None, "inert": ref is not None and r["cycles"] == ref}
+             "vs_reference": (r["cycles"] - ref) / ref if ref else None, "inert": ref is not None and r["cycles"] == ref,
+             "area_pct": r["area_pct"], "power_pct": r["power_pct"]}
             for r in singles]
 
 
 def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | None:
-    """Does kernel × architecture beat the sum of its parts? The baseline, the best kernel on stock, the
-    stock kernel on the best architecture of D, and the best of the cross, with the product of the two
-    parts' speedups as what independent effects would give."""
+    """Does kernel x architecture beat the sum of its parts? The baseline, the best kernel on stock, the
+    stock kernel on the best architecture of D, and the best of the cross, in kernel cycles (the launch
+    latency, the same in every point, left out). Beside the measured cross: the sum of the parts'
+    savings (additive effects) and the product of their speedups (independent effects)."""
     if base is None or stock is None:
         return None
+    cyc = "kernel_cycles"
     stock_kernel = base["kernel"]
-    on_stock = [r for r in rows if r["phase"] in "ABC" and r["arch"] == stock and r["cycles"]]
-    d_best = min((r for r in rows if r["phase"] == "D" and r["cycles"]), key=lambda r: r["cycles"], default=None)
-    e_rows = [r for r in rows if r["phase"] == "E" and r["cycles"]]
+    on_stock = [r for r in rows if r["phase"] in "ABC" and r["arch"] == stock and r[cyc]]
+    d_best = min((r for r in rows if r["phase"] == "D" and r[cyc]), key=lambda r: r[cyc], default=None)
+    e_rows = [r for r in rows if r["phase"] == "E" and r[cyc]]
     if not on_stock or d_best is None or not e_rows:
         return None
-    kernel_only = min(r["cycles"] for r in on_stock)
-    arch_only = next((r["cycles"] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
-                      and r["cycles"]), None)
+    kernel_only = min(r[cyc] for r in on_stock)
+    arch_only = next((r[cyc] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
+                      and r[cyc]), None)
     crossed = [r for r in e_rows if r["kernel"] != stock_kernel]
-    both = min((r["cycles"] for r in crossed), default=None)
+    both = min((r[cyc] for r in crossed), default=None)
     if arch_only is None or both is None:
         return None
-    predicted = kernel_only * arch_only / base["cycles"]
-    return {"baseline": base["cycles"], "kernel_only": kernel_only, "arch_only": arch_only, "both": both,
-            "predicted": round(predicted), "super_additive": both < predicted,
-            "vs_predicted": (both - predicted) / predicted}
+    b = base[cyc]
+    additive = kernel_only + arch_only - b
+    product = kernel_only * arch_only / b
+    return {"baseline": b, "kernel_only": kernel_only, "arch_only": arch_only, "both": both,
+            "additive": round(additive), "predicted": round(product), "super_additive": both < additive,
+            "vs_additive": (both - additive) / additive, "vs_predicted": (both - product) / product}
 
 
 def _spearman(a: list[float], b: list[float]) -> float | None:
@@ -115,32 +153,69 @@ def _spearman(a: list[float], b: list[float]) -> float | None:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def pct(x: float | None, spec: str = "+.1%") -> str:
+    return "–" if x is None else format(x, spec)
+
+
 def phases_table(run_id: int, data: dict):
-    """The phase table, and where phase D and E have them, the attribution and the cross."""
+    """The phase table, and where the run has them: the attribution, the cross, the model check and the
+    Pareto front."""
     from rich.console import Group
 
     parts = [_phases(run_id, data)]
-    if data.get("attribution"):
+    if data.get("attribution") or data.get("over_budget"):
         t = Table(title="phase D: one change at a time from stock, the best kernel frozen")
-        for col in ("#", "change", "cycles", "vs best kernel on stock", ""):
+        for col in ("#", "change", "cycles", "vs best kernel on stock", "area", "power", ""):
             t.add_column(col, overflow="fold")
         for a in data["attribution"]:
-            t.add_row(str(a["seq"]), a["change"], str(a["cycles"]),
-                      "–" if a["vs_reference"] is None else f"{a['vs_reference']:+.1%}",
+            t.add_row(str(a["seq"]), a["change"], str(a["cycles"]), pct(a["vs_reference"]),
+                      pct(a["area_pct"], "+.1f") + "%", pct(a["power_pct"], "+.1f") + "%",
                       "no effect at this shape" if a["inert"] else "")
+        for o in data.get("over_budget") or []:
+            t.add_row("–", o["change"], "not simulated", "–", f"{o['area_pct']:+.1f}%", f"{o['power_pct']:+.1f}%",
+                      o["why"])
         parts.append(t)
     if c := data.get("cross"):
-        t = Table(title="kernel × architecture against the sum of its parts")
-        for col in ("point", "cycles", "vs baseline"):
+        t = Table(title="kernel × architecture against the sum of its parts (kernel cycles)")
+        for col in ("point", "kernel cycles", "vs baseline"):
             t.add_column(col, overflow="fold")
         for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
                           ("stock kernel, best architecture", "arch_only"),
-                          ("both parts' speedups multiplied (predicted)", "predicted"),
+                          ("sum of the parts' savings (predicted)", "additive"),
+                          ("product of the parts' speedups (predicted)", "predicted"),
                           ("best kernel × best architecture (measured)", "both")):
-            t.add_row(name, str(c[key]), f"{(c[key] - c['baseline']) / c['baseline']:+.1%}")
-        t.caption = ("super-additive: the cross beats the product of its parts by "
-                     f"{-c['vs_predicted']:.1%}" if c["super_additive"] else
-                     f"not super-additive: the cross is {c['vs_predicted']:+.1%} against the product of its parts")
+            t.add_row(name, str(c[key]), pct((c[key] - c["baseline"]) / c["baseline"]))
+        t.caption = (f"super-additive: the cross beats the sum of its parts by {-c['vs_additive']:.1%} "
+                     f"({c['vs_predicted']:+.1%} against the product)" if c["super_additive"] else
+                     f"not super-additive: the cross is {c['vs_additive']:+.1%} against the sum of its parts "
+                     f"({c['vs_predicted']:+.1%} against the product)")
+        parts.append(t)
+    if m := data.get("model"):
+        t = Table(title="phase C: the model fitted on A and B, on points it did not see")
+        for col in ("#", "held out as", "predicted", "simulated", "error"):
+            t.add_column(col, overflow="fold")
+        for p in m["points"]:
+            t.add_row(str(p["seq"]), p["held_out"], str(p["predicted"]), str(p["simulated"]),
+                      pct((p["predicted"] - p["simulated"]) / p["simulated"], "+.0%"))
+        rho, err = m["loo_rank_correlation"], m["loo_median_abs_error"]
+        t.caption = (f"leave-one-out over {m['n']} points: rank correlation {fmt(rho, '.2f')}, median |error| "
+                     f"{pct(err, '.0%')}; trusted at ≥ {fmt(m['threshold'], '.2f')}: "
+                     f"{'yes' if m['trusted'] else 'no'}; phase-C picks: rank correlation "
+                     f"{fmt(m['picks_rank_correlation'], '.2f')}, median |error| "
+                     f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
+                     + ("" if m.get("ptx") else "; no nvcc for PTX counts: fitted without them"))
+        parts.append(t)
+    if (pf := data.get("pareto")) and pf["front"]:
+        budget = data.get("budget") or {}
+        t = Table(title=f"cycles against area: the Pareto front (budget +{fmt(budget.get('area_pct'), 'g')}% area)")
+        for col in ("#", "phase", "architecture", "area", "power", "cycles", ""):
+            t.add_column(col, overflow="fold")
+        stock = next((r["arch"] for r in pf["points"] if r["phase"] == "A"), {})
+        best = pf["best_within_budget"]
+        for p in pf["front"]:
+            arch = " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock"
+            t.add_row(str(p["seq"]), p["phase"], arch, f"{p['area_pct']:+.1f}%", f"{p['power_pct']:+.1f}%",
+                      str(p["cycles"]), "best within budget" if best and p["seq"] == best["seq"] else "")
         parts.append(t)
     return Group(*parts)
 
@@ -149,7 +224,8 @@ def _phases(run_id: int, data: dict) -> Table:
     base = data["baseline_cycles"]
     t = Table(title=f"co-design phases of run {run_id} "
                     f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})")
-    for col in ("phase", "#", "simulated", "best configuration", "cycles", "vs baseline", "% of bound"):
+    for col in ("phase", "#", "simulated", "best configuration", "cycles", "kernel cycles", "vs baseline",
+                "% of bound", "area"):
         t.add_column(col, overflow="fold")
     names = {"A": "A baseline", "B": "B kernel only", "C": "C model picks", "D": "D architecture only",
              "E": "E best B × best D"}
@@ -158,14 +234,9 @@ def _phases(run_id: int, data: dict) -> Table:
         kernel = (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} {k['FRAGS_M']}x{k['FRAGS_N']} frags "
                   f"S{k['STAGES']} P{k['PERSISTENT']}")
         arch = " ".join(f"{a}={v}" for a, v in r["arch_changes"].items()) or "stock"
-        change = "–" if r["change"] is None else f"{r['change']:+.1%}"
         t.add_row(names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
-                  change, fmt(r["pct_of_bound"], ".1f"))
-    rho = data["model_rank_correlation"]
-    err = data["model_median_abs_error"]
-    cal = data.get("model_calibrated_error_on_C")
-    t.caption = (f"analytical model over {len(data['model'])} stock-architecture kernels: rank correlation "
-                 f"{fmt(rho, '.2f')}, median |error| {'–' if err is None else f'{err:.0%}'}; scaled by "
-                 f"{fmt(data.get('model_scale'), '.2f')} (fitted on A+B), median |error| on the phase-C picks "
-                 f"{'–' if cal is None else f'{cal:.0%}'}")
+                  str(r["kernel_cycles"]), pct(r["change"]), fmt(r["pct_of_bound"], ".1f"),
+                  "–" if r["area_pct"] is None else f"{r['area_pct']:+.1f}%")
+    t.caption = ("kernel cycles: the simulator's count without the kernel launch latency it includes; % of bound "
+                 "is taken on them, against each point's own architecture")
     return t

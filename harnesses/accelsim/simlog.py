@@ -21,6 +21,7 @@ L2_RE = re.compile(r"L2_cache_stats_breakdown\[(GLOBAL_ACC_[RW])\]\[(\w+)\]\s*=\
 DRAM_RE = re.compile(r"n_rd=(\d+).*?n_write=(\d+)")
 LIMIT_RE = re.compile(r"CTA/core = (\d+), limited by: ([\w ]+)")
 CHECK_RE = re.compile(r"(?:AUTODISCOVERY_CHECK|->)\s+(PASS|FAIL)")
+KERNEL_RE = re.compile(r"^kernel_launch_uid = (\d+)", re.M)
 EXIT = "*** exit detected ***"
 
 
@@ -79,6 +80,8 @@ def parse(log: str) -> dict:
         stats["ctas_per_sm"], stats["occupancy_limiter"] = int(m[-1][0]), m[-1][1].strip()
     if m := CHECK_RE.findall(log):
         stats["check"] = m[-1]
+    if uids := KERNEL_RE.findall(log):
+        stats["kernels"] = len(set(uids))
     stats["exit_detected"] = EXIT in log
     return stats
 

@@ -35,8 +35,8 @@ def nvcc_release(nvcc: str) -> str | None:
 
 
 def find_nvcc11(s: AccelsimSettings) -> Found:
-    hint = "set CUDA11_NVCC (or harness.nvcc) to a CUDA 11.x nvcc, e.g. Debian's nvidia-cuda-toolkit 11.8"
-    candidates = [s.nvcc, os.environ.get("CUDA11_NVCC")]
+    hint = "set AUTODISCOVERY_CUDA11_NVCC (or harness.nvcc) to a CUDA 11.x nvcc, e.g. Debian's nvidia-cuda-toolkit 11.8"
+    candidates = [s.nvcc, os.environ.get("AUTODISCOVERY_CUDA11_NVCC")]
     for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/cuda-11.8/bin"]:
         candidates.append(str(Path(folder) / "nvcc"))
     for c in candidates:
@@ -46,9 +46,9 @@ def find_nvcc11(s: AccelsimSettings) -> Found:
 
 
 def find_root(s: AccelsimSettings) -> Found:
-    root = s.gpgpusim_root or os.environ.get("GPGPUSIM_ROOT")
-    hint = ("build GPGPU-Sim (github.com/accel-sim/gpgpu-sim_distribution, its README) and set GPGPUSIM_ROOT "
-            "to the checkout (or harness.gpgpusim_root)")
+    root = s.gpgpusim_root or os.environ.get("AUTODISCOVERY_GPGPUSIM_ROOT") or os.environ.get("GPGPUSIM_ROOT")
+    hint = ("build GPGPU-Sim (github.com/accel-sim/gpgpu-sim_distribution, its README) and set "
+            "AUTODISCOVERY_GPGPUSIM_ROOT to the checkout (or harness.gpgpusim_root)")
     return Found("GPGPU-Sim", root if root and Path(root).is_dir() else None, hint)
 
 
@@ -61,18 +61,22 @@ def find_libcudart(root: str | None) -> Found:
     return Found("GPGPU-Sim libcudart", None, hint)
 
 
-def find_config(s: AccelsimSettings, root: str | None) -> Found:
-    hint = "set GPGPUSIM_CONFIG (or harness.base_config) to an SM80_A100 gpgpusim.config"
-    for c in (s.base_config, os.environ.get("GPGPUSIM_CONFIG"),
-              str(Path(root, "configs/tested-cfgs/SM80_A100/gpgpusim.config")) if root else None):
-        if c and Path(c).is_file():
-            return Found("base gpgpusim.config", c, hint)
-    return Found("base gpgpusim.config", None, hint)
+RENDERED = "rendered from the platform model"
+
+
+def find_config(s: AccelsimSettings) -> Found:
+    """A user's own base config, if one is named; else the config is rendered from the platform model
+    (so this is never missing unless a named file is)."""
+    named = s.base_config or os.environ.get("AUTODISCOVERY_SIM_CONFIG")
+    if not named:
+        return Found("base gpgpusim.config", RENDERED, "")
+    hint = f"{named} does not exist: fix harness.base_config / AUTODISCOVERY_SIM_CONFIG, or unset it"
+    return Found("base gpgpusim.config", named if Path(named).is_file() else None, hint)
 
 
 def find_accelsim(s: AccelsimSettings) -> Found:
-    root = s.accelsim_root or os.environ.get("ACCELSIM_ROOT")
-    hint = "for trace mode: build Accel-Sim (accel-sim-framework) and set ACCELSIM_ROOT"
+    root = s.accelsim_root or os.environ.get("AUTODISCOVERY_ACCELSIM_ROOT") or os.environ.get("ACCELSIM_ROOT")
+    hint = "for trace mode: build Accel-Sim (accel-sim-framework) and set AUTODISCOVERY_ACCELSIM_ROOT"
     if root:
         exe = Path(root, "gpu-simulator/bin/release/accel-sim.out")
         if exe.is_file():
@@ -83,4 +87,4 @@ def find_accelsim(s: AccelsimSettings) -> Found:
 
 def survey(s: AccelsimSettings) -> list[Found]:
     root = find_root(s)
-    return [root, find_libcudart(root.path), find_config(s, root.path), find_nvcc11(s), find_accelsim(s)]
+    return [root, find_libcudart(root.path), find_config(s), find_nvcc11(s), find_accelsim(s)]
