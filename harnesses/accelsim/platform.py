@@ -1,8 +1,9 @@
 """The whole simulated GPU: every gpgpusim.config option of the 32-SM A100-class platform, as a model.
 
 The values are those of GPGPU-Sim's public SM80_A100 configuration (configs/tested-cfgs/SM80_A100 in
-gpgpu-sim_distribution), with one deliberate change: 32 SMs instead of 108, the edge part this campaign
-designs. Each section is a model and each field one option, documented where it is declared; the
+gpgpu-sim_distribution), with these deliberate changes: 32 SMs instead of 108, the edge part this
+campaign designs, and two statistics the harness does not read switched off (they cost a quarter of
+the simulation time and no cycle). Each section is a model and each field one option, documented where it is declared; the
 searched knobs (`Architecture`) replace their fields before the file is written, so a run needs no
 config file of anyone's. A user's own file (`harness.base_config`) stays an option: the knobs are then
 appended to it as overrides.
@@ -303,12 +304,13 @@ class Dram(Section):
 class Statistics(Section):
     """Statistics and power"""
 
-    memlatency_stat: int = opt(14, "-gpgpu_memlatency_stat")
-    """Memory-latency statistics collected."""
+    memlatency_stat: int = opt(0, "-gpgpu_memlatency_stat")
+    """Memory-latency histograms off (A100 file: 14). Statistics only: with the per-line statistics below
+    also off, the baseline simulates to the same 35,422 cycles in three quarters of the time."""
     runtime_stat: int = opt(500, "-gpgpu_runtime_stat")
     """Progress statistics every 500 cycles."""
-    ptx_file_line_stats: int = opt(1, "-enable_ptx_file_line_stats")
-    """Per-PTX-line statistics file."""
+    ptx_file_line_stats: int = opt(0, "-enable_ptx_file_line_stats")
+    """Per-PTX-line statistics off (A100 file: 1); statistics only, like the histograms above."""
     visualizer_enabled: int = opt(0, "-visualizer_enabled")
     """No AerialVision log."""
     power_simulation_enabled: int = opt(0, "-power_simulation_enabled")
