@@ -61,7 +61,7 @@ def phases(store: Store, run_id: int) -> dict | None:
             "attribution": attribution(rows, stock), "over_budget": next((r["over_budget"] for r in rows
                                                                           if r["over_budget"]), []),
             "cross": cross(rows, base, stock), "model": model_check(rows),
-            "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings)}
+            "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings) | {"stock": stock}}
 
 
 def model_check(rows: list[dict]) -> dict | None:
@@ -132,7 +132,9 @@ def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | Non
     kernel_only = min(r[cyc] for r in on_stock)
     arch_only = next((r[cyc] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
                       and r[cyc]), None)
-    crossed = [r for r in e_rows if r["kernel"] != stock_kernel]
+    # The best of kernel x architecture: phase D's own points already pair the best kernel with each
+    # architecture, and E adds the other crosses.
+    crossed = [r for r in rows if r["phase"] in "DE" and r[cyc] and r["kernel"] != stock_kernel and r["arch"] != stock]
     both = min((r[cyc] for r in crossed), default=None)
     if arch_only is None or both is None:
         return None
@@ -210,7 +212,7 @@ def phases_table(run_id: int, data: dict):
         t = Table(title=f"cycles against area: the Pareto front (budget +{fmt(budget.get('area_pct'), 'g')}% area)")
         for col in ("#", "phase", "architecture", "area", "power", "cycles", ""):
             t.add_column(col, overflow="fold")
-        stock = next((r["arch"] for r in pf["points"] if r["phase"] == "A"), {})
+        stock = pf.get("stock") or {}
         best = pf["best_within_budget"]
         for p in pf["front"]:
             arch = " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock"
