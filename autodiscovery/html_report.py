@@ -216,11 +216,12 @@ def figures(data: dict) -> Figures:
         figs.figs["phases"] = fig
     if (m := h.get("model")) and m.get("points"):
         fig, ax = plt.subplots(figsize=(4.8, 4.2))
-        for kind, color in (("left out of its own fit (A, B)", REVERTED), ("phase-C pick", KEPT)):
+        for kind, gid, color in (("left out of its own fit (A, B)", "model-fit", REVERTED),
+                                 ("phase-C pick", "model-picks", KEPT)):
             pts = [p for p in m["points"] if p["held_out"] == kind]
             if pts:
                 ax.scatter([p["predicted"] for p in pts], [p["simulated"] for p in pts], s=18, color=color,
-                           gid=f"model-{kind[:5]}", label=kind)
+                           gid=gid, label=kind)
         every = [v for p in m["points"] for v in (p["predicted"], p["simulated"])]
         ax.plot([min(every), max(every)], [min(every), max(every)], color="#0969da", linewidth=1,
                 label="predicted = simulated")

@@ -199,8 +199,12 @@ def test_a_co_design_report_has_its_phases_and_model(tmp_path):
     phases = report.summary(Store(db), 1)[1]["phases"]
     assert page.rows["phases"] == len(phases) + 1
     assert "cuBLAS" not in text and "cycles" in text
-    assert {"phases.png", "model.png", "progress.png", "lineage.png"} <= {p.name for p in (tmp_path / "png").iterdir()}
-    assert page.marks.get("model", 0) == len(report.summary(Store(db), 1)[1]["model"])
+    assert {"phases.png", "model.png", "pareto.png", "progress.png", "lineage.png"} <= {
+        p.name for p in (tmp_path / "png").iterdir()}
+    data = report.summary(Store(db), 1)[1]
+    assert page.marks.get("model-fit", 0) + page.marks.get("model-picks", 0) == len(data["model"]["points"])
+    assert page.marks.get("model-picks", 0) >= 1
+    assert page.marks.get("pareto-points", 0) == len(data["pareto"]["points"]) >= 2
 
 
 class RecordedGpu(HarnessBase):
