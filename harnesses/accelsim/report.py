@@ -7,6 +7,7 @@ from rich.table import Table
 from autodiscovery.store import Run, Store
 from harnesses.accelsim.arch import Architecture
 from harnesses.accelsim.costs import ArchSettings, pareto
+from harnesses.accelsim.model import spearman
 
 
 def fmt(x: float | None, spec: str = ".3f") -> str:
@@ -79,7 +80,7 @@ def model_check(rows: list[dict]) -> dict | None:
             "threshold": info.get("threshold"), "trusted": info.get("trusted"),
             "loo_rank_correlation": info.get("loo_rank_correlation"),
             "loo_median_abs_error": info.get("loo_median_abs_error"),
-            "picks_rank_correlation": _spearman([p["predicted"] for p in picks], [p["simulated"] for p in picks]),
+            "picks_rank_correlation": spearman([p["predicted"] for p in picks], [p["simulated"] for p in picks]),
             "picks_median_abs_error": errors[len(errors) // 2] if errors else None,
             "simulations_saved": info.get("simulations_saved", 0), "points": points + picks}
 
@@ -144,15 +145,6 @@ def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | Non
     return {"baseline": b, "kernel_only": kernel_only, "arch_only": arch_only, "both": both,
             "additive": round(additive), "predicted": round(product), "super_additive": both < additive,
             "vs_additive": (both - additive) / additive, "vs_predicted": (both - product) / product}
-
-
-def _spearman(a: list[float], b: list[float]) -> float | None:
-    if len(a) < 3:
-        return None
-    import numpy as np
-
-    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def pct(x: float | None, spec: str = "+.1%") -> str:
