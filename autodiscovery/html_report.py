@@ -231,19 +231,19 @@ def figures(data: dict) -> Figures:
         ax.set_title("the fitted model on points it did not see")
         figs.figs["model"] = fig
     if (pf := h.get("pareto")) and pf.get("points"):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.scatter([p["area_pct"] for p in pf["points"]], [p["cycles"] for p in pf["points"]], s=18,
-                   color=REVERTED, gid="pareto-points", label="best point of each architecture")
-        front = pf["front"]
-        ax.step([p["area_pct"] for p in front], [p["cycles"] for p in front], where="post", color=KEPT,
-                gid="pareto-front", label="Pareto front")
-        budget = (h.get("budget") or {}).get("area_pct")
-        if budget is not None:
-            ax.axvline(budget, color="#0969da", linestyle="--", linewidth=1, label=f"budget +{budget:g}% area")
-        ax.set_xlabel("area over the stock part (%)")
-        ax.set_ylabel("cycles")
-        ax.set_title("cycles against area")
-        ax.legend(fontsize=8, frameon=False)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, cost, front in zip(axes, ("area", "power"), (pf["front"], pf.get("power_front") or [])):
+            ax.scatter([p[f"{cost}_pct"] for p in pf["points"]], [p["cycles"] for p in pf["points"]], s=18,
+                       color=REVERTED, gid=f"pareto-{cost}-points", label="best point of each architecture")
+            ax.step([p[f"{cost}_pct"] for p in front], [p["cycles"] for p in front], where="post", color=KEPT,
+                    gid=f"pareto-{cost}-front", label="Pareto front")
+            budget = (h.get("budget") or {}).get(f"{cost}_pct")
+            if budget is not None:
+                ax.axvline(budget, color="#0969da", linestyle="--", linewidth=1, label=f"budget +{budget:g}% {cost}")
+            ax.set_xlabel(f"{cost} over the stock part (%)")
+            ax.set_title(f"cycles against {cost}")
+            ax.legend(fontsize=8, frameon=False)
+        axes[0].set_ylabel("cycles")
         figs.figs["pareto"] = fig
     return figs
 

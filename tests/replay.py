@@ -60,6 +60,30 @@ def source_index(space: Space) -> dict[str, tuple[str, dict]]:
     return index
 
 
+MODEL_DATA = Path(__file__).parent / "data" / "edge_512_model.json"
+
+
+def recorded_facts(kernel: dict) -> dict | None:
+    """The PTX facts (main-loop counts, ptxas registers; CUDA 11.8) recorded for a kernel of the real
+    512³ runs, keyed by its knobs without PERSISTENT (the device code does not depend on it)."""
+    facts = json.loads(MODEL_DATA.read_text())["ptx"]
+    return facts.get(json.dumps({k: v for k, v in kernel.items() if k != "PERSISTENT"}, sort_keys=True))
+
+
+def offline_agent(campaign, cache_dir: Path):
+    """The co-design agent with no nvcc and its PTX facts in `cache_dir`: the recorded kernels' facts,
+    estimates for the rest. Its picks then depend on nothing installed and nothing cached before."""
+    from harnesses.accelsim.agent import CodesignAgent
+
+    agent = CodesignAgent(campaign)
+    agent.nvcc, agent.ptx_dir = None, Path(cache_dir) / "ptx"
+    for kernel in json.loads(MODEL_DATA.read_text())["kernels"]:
+        path = agent.facts_path(kernel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(recorded_facts(kernel)))
+    return agent
+
+
 @dataclass
 class ReplayHarness(HarnessBase):
     space: Space

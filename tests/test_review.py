@@ -178,15 +178,15 @@ def recorded_cycles() -> dict[str, int]:
 
 def codesign_run(tmp_path: Path) -> Path:
     """A co-design run driven by the recorded 512³ results (the analytical model where none was recorded)."""
-    from replay import SimReplay
+    from replay import SimReplay, offline_agent
 
     from autodiscovery import campaign as campaigns
     from autodiscovery.loop import Loop
-    from harnesses.accelsim.agent import CodesignAgent
 
     c = campaigns.load("edge-codesign", ["harness.parallel=2"])
     db = tmp_path / "codesign.db"
-    Loop(c, Store(db), SimReplay(recorded=recorded_cycles()), CodesignAgent(c), workers=2).start({"gpu": "simulated"})
+    Loop(c, Store(db), SimReplay(recorded=recorded_cycles()), offline_agent(c, tmp_path), workers=2).start(
+        {"gpu": "simulated"})
     return db
 
 
@@ -204,7 +204,8 @@ def test_a_co_design_report_has_its_phases_and_model(tmp_path):
     data = report.summary(Store(db), 1)[1]
     assert page.marks.get("model-fit", 0) + page.marks.get("model-picks", 0) == len(data["model"]["points"])
     assert page.marks.get("model-picks", 0) >= 1
-    assert page.marks.get("pareto-points", 0) == len(data["pareto"]["points"]) >= 2
+    assert page.marks.get("pareto-area-points", 0) == len(data["pareto"]["points"]) >= 2
+    assert page.marks.get("pareto-power-points", 0) == len(data["pareto"]["points"])
 
 
 class RecordedGpu(HarnessBase):

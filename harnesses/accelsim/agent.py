@@ -12,10 +12,12 @@ walk rebuilds itself from history.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
 from autodiscovery.space import Family
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.costs import ArchSettings
-from harnesses.accelsim.model import Fit, features, leave_one_out, predict, ptx_counts
+from harnesses.accelsim.model import PRIOR, Fit, features, leave_one_out, ptx_counts, ptxas_registers
 from harnesses.accelsim import tools
 from autodiscovery import sandbox
 
@@ -192,27 +194,46 @@ class CodesignAgent(AgentBase):
         return out
 
     # ---- phase C: the model fitted on what A and B simulated ---------------------------------------
-    def ptx(self, kernel: dict) -> dict[str, int]:
-        """Instruction counts of a kernel's main loop, from its PTX (compiled once, kept on disk)."""
-        source = self.env.get_template(self.kernel.template).render(**kernel)
-        key = hashlib.sha256(source.encode()).hexdigest()[:20]
-        path = self.ptx_dir / f"{key}.ptx"
-        if not path.exists():
-            if self.nvcc is None:
-                return {}
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                (Path(tmp) / "k.cu").write_text(source)
-                proc = subprocess.run([self.nvcc, "-ptx", "-O3", "-arch=sm_80", "-o", "k.ptx", "k.cu"], cwd=tmp,
-                                      capture_output=True, text=True, timeout=300,
-                                      env=sandbox.build_env(str(Path(self.nvcc).parent)))
-                if proc.returncode != 0:
-                    return {}
-                shutil.copy(Path(tmp) / "k.ptx", path)
-        return ptx_counts(path.read_text())
+    def _device_source(self, kernel: dict) -> str:
+        return self.env.get_template(self.kernel.template).render(**{**kernel, "PERSISTENT": 0})
 
-    def _features(self, kernel: dict, arch: dict) -> dict[str, float]:
-        return features(kernel, Architecture(**arch), **self.shape, ptx=self.ptx(kernel))
+    def facts_path(self, kernel: dict) -> Path:
+        """Where a kernel's PTX facts are kept (its PTX beside them)."""
+        return self.ptx_dir / f"{hashlib.sha256(self._device_source(kernel).encode()).hexdigest()[:20]}.json"
+
+    def ptx(self, kernel: dict) -> dict[str, int]:
+        """The main loop's instruction counts and ptxas's registers per thread, from the kernel's PTX
+        (compiled once, kept on disk beside its facts). The device code does not depend on the number
+        of persistent blocks, so kernels that differ only there share one compile. {} without nvcc."""
+        source = self._device_source(kernel)
+        facts = self.facts_path(kernel)
+        if facts.exists():
+            return json.loads(facts.read_text())
+        if self.nvcc is None:
+            return {}
+        self.ptx_dir.mkdir(parents=True, exist_ok=True)
+        bindir = Path(self.nvcc).parent
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "k.cu").write_text(source)
+            env = sandbox.build_env(str(bindir))
+            proc = subprocess.run([self.nvcc, "-ptx", "-O3", "-arch=sm_80", "-o", "k.ptx", "k.cu"], cwd=tmp,
+                                  capture_output=True, text=True, timeout=300, env=env)
+            if proc.returncode != 0:
+                return {}
+            ptxas = shutil.which("ptxas", path=str(bindir)) or shutil.which("ptxas")
+            report = subprocess.run([ptxas, "-v", "-arch=sm_80", "-o", "k.o", "k.ptx"], cwd=tmp, capture_output=True,
+                                    text=True, timeout=300, env=env) if ptxas else None
+            out = ptx_counts((Path(tmp) / "k.ptx").read_text())
+            if report is not None and (regs := ptxas_registers(report.stdout + report.stderr)):
+                out["registers"] = regs
+            shutil.copy(Path(tmp) / "k.ptx", facts.with_suffix(".ptx"))
+        tmp_facts = facts.with_suffix(f".{os.getpid()}.tmp")
+        tmp_facts.write_text(json.dumps(out))
+        os.replace(tmp_facts, facts)
+        return out
+
+    def _features(self, kernel: dict, arch: dict, ptx: dict | None = None) -> dict[str, float]:
+        return features(kernel, Architecture(**arch), **self.shape, ptx=self.ptx(kernel) if ptx is None else ptx)
 
     def fit(self, recs: list[Record]) -> tuple[Fit | None, dict]:
         """The model fitted on the simulated stock-architecture points of A and B, and how well it
@@ -234,27 +255,42 @@ class CodesignAgent(AgentBase):
                            for r, p in zip(pts, loo["predicted"])]}
         return fit, info
 
+    SHORTLIST = 48
+    """Configurations whose PTX is compiled to rank them exactly (the rest are ranked on estimates)."""
+
     def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record]) -> list[Proposal]:
         fit, info = self.fit(recs)
-        arch = Architecture(**stock)
+        score = fit.predict if fit is not None else (
+            lambda row: PRIOR["intercept"] + sum(PRIOR[f] * v for f, v in row.items()))
         valid = [k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)
                  and (canon(k), canon(stock)) not in done]
-        # The analytical model narrows thousands of configurations to a few dozen; the fitted model,
-        # which needs each one's PTX, ranks those.
-        shortlist = sorted(valid, key=lambda k: predict(k, arch, **self.shape)["cycles"])[:24]
-        if fit is not None:
-            scored = sorted(((fit.predict(self._features(k, stock)), k) for k in shortlist), key=lambda t: t[0])
-        else:
-            scored = [(predict(k, arch, **self.shape)["cycles"], k) for k in shortlist]
+        # Every valid configuration is ranked on facts estimated from its knobs; the best few that the
+        # estimates tell apart are compiled and ranked again on their PTX and registers.
+        rough: dict[str, tuple[float, dict]] = {}
+        for k in valid:
+            terms = self._features(k, stock, ptx={})
+            rough.setdefault(canon({name: round(v, 6) for name, v in terms.items()}), (score(terms), k))
+        shortlist = [k for _, k in sorted(rough.values(), key=lambda t: t[0])[:self.SHORTLIST]]
+        with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
+            facts = list(pool.map(self.ptx, shortlist))
+        scored = sorted(((score(self._features(k, stock, ptx=f)), k, f) for k, f in zip(shortlist, facts)),
+                        key=lambda t: t[0])
+        # Configurations the model cannot tell apart (the same terms) are one pick, not several.
+        picks, seen = [], set()
+        for cycles, k, f in scored:
+            terms = canon({name: round(v, 6) for name, v in self._features(k, stock, ptx=f).items()})
+            if terms not in seen:
+                seen.add(terms)
+                picks.append((cycles, k))
         take = 1 if info["trusted"] else n
         info["simulations_saved"] = self.phases.C - 1 if info["trusted"] else 0
         out = []
-        for cycles, k in scored[:take]:
+        for cycles, k in picks[:take]:
             rho = info.get("loo_rank_correlation")
             how = (f"the fitted model's pick ({cycles:.0f} cycles predicted; leave-one-out rank correlation "
                    f"{rho if rho is not None else '–'} on {info['n']} points, "
                    + ("trusted: the other picks are not simulated)" if info["trusted"] else "simulated to check it)")
-                   if fit is not None else f"the analytical model's pick ({cycles:.0f} cycles predicted)")
+                   if fit is not None else f"the model's prior pick ({cycles:.0f} cycles predicted)")
             p = self.proposal("C", k, stock, how)
             p.knobs["predicted"] = round(cycles)
             p.knobs["model"] = info

@@ -1,16 +1,24 @@
-"""An analytical model of the WMMA GEMM's cycles on a GPGPU-Sim GPU, for phase C.
+"""The phase-C model of the WMMA GEMM's cycles on a GPGPU-Sim GPU.
 
-Per SM and per k-step, the resident blocks need tensor-pipe time t_mma (every 16x16x16 MMA holds one
-of the SM's tensor units for the initiation interval) and memory time t_mem (a round trip to L2/DRAM
-plus the bytes of the A and B tiles at the SM's share of bandwidth). A two-stage kernel overlaps the
-two; a single-stage kernel overlaps them only across blocks. Cycles = k-steps per block x waves x step.
-It is deliberately simple: phase C reports how well it ranks and predicts the simulated kernels.
+A kernel's cycles are set by its busiest SM. The model counts, for that SM, what each resource must
+do (tensor-pipe MMAs, issued instructions, load/store instructions, shared-memory wavefronts of the
+fragment loads with their bank conflicts) and how long its serial path is (the k-steps one resident
+block runs in order, each waiting on its fragment loads and its MMA chain, and on a round trip to L2
+when a single stage leaves it exposed). Those terms are fitted to simulated points by non-negative
+least squares (`Fit`): phase C fits them on what A and B simulated and is judged on points it did not
+see. The facts of each kernel come from its PTX: the main loop's instruction counts, and the
+registers per thread ptxas gives it, which set how many blocks an SM holds.
+
+Without PTX (no nvcc) the counts and registers are estimated from the knobs; `predict` is the same
+terms weighed by `PRIOR`, the model's first guess before anything is simulated.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,54 +30,89 @@ MAX_CTAS_PER_SM = 32
 SMEM_PER_SM = 167936
 BYTES_PER_CYCLE_PER_SM = 64.0
 L2_HIT_EXTRA = 100  # cycles beyond the ROP latency for a round trip through the interconnect
-UNITS_PER_SM = 4
+UNITS_PER_SM = 4  # sub-cores: one warp scheduler and one tensor unit each
 
 
-def registers_per_thread(k: dict[str, Any]) -> int:
-    """Accumulators (8 per 16x16 fp32 fragment), operand fragments (8 each) and bookkeeping."""
-    return min(255, 8 * k["FRAGS_M"] * k["FRAGS_N"] + 8 * (k["FRAGS_M"] + k["FRAGS_N"]) + 40)
+def estimated_registers(k: dict[str, Any]) -> int:
+    """Without ptxas: accumulators (8 per 16x16 fp32 fragment), operand fragments and bookkeeping,
+    capped by the launch bounds' blocks per SM."""
+    regs = min(255, 8 * k["FRAGS_M"] * k["FRAGS_N"] + 8 * (k["FRAGS_M"] + k["FRAGS_N"]) + 40)
+    if k.get("MIN_BLOCKS"):
+        regs = min(regs, 65536 // (k["MIN_BLOCKS"] * warps(k) * 32))
+    return regs
 
 
-def blocks_per_sm(k: dict[str, Any], arch: Architecture) -> tuple[int, str]:
-    warps = (k["BLOCK_M"] // (16 * k["FRAGS_M"])) * (k["BLOCK_N"] // (16 * k["FRAGS_N"]))
-    threads = warps * 32
+def warps(k: dict[str, Any]) -> int:
+    return (k["BLOCK_M"] // (16 * k["FRAGS_M"])) * (k["BLOCK_N"] // (16 * k["FRAGS_N"]))
+
+
+def blocks_per_sm(k: dict[str, Any], arch: Architecture, registers: int | None = None) -> tuple[int, str]:
+    """How many blocks of the kernel one SM holds, and what limits it (the simulator's own rule:
+    threads, registers per thread x threads, static shared memory, blocks)."""
+    threads = warps(k) * 32
     smem = k["STAGES"] * (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"] * 2
     limits = {
         "threads": MAX_THREADS_PER_SM // threads,
-        "regs": arch.registers_per_sm // (threads * registers_per_thread(k)),
+        "regs": arch.registers_per_sm // (threads * (registers or estimated_registers(k))),
         "smem": SMEM_PER_SM // max(smem, 1),
         "ctas": MAX_CTAS_PER_SM,
     }
-    if k.get("MIN_BLOCKS"):
-        limits["regs"] = max(limits["regs"], min(k["MIN_BLOCKS"], limits["threads"]))
     which = min(limits, key=limits.get)
     return max(1, limits[which]), which
 
 
-def predict(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int) -> dict[str, float]:
+@functools.lru_cache(maxsize=None)
+def conflict_degree(row_halves: int, banks: int, bank_bytes: int = 4) -> int:
+    """Bank-conflict degree of one 16x16 fp16 fragment load whose rows are `row_halves` apart: the most
+    distinct words any one bank must serve (1 = conflict-free)."""
+    words: dict[int, set[int]] = {}
+    for row in range(16):
+        for col in range(0, 32, bank_bytes):  # 16 halves = 32 bytes per row
+            word = (row * row_halves * 2 + col) // bank_bytes
+            words.setdefault(word % banks, set()).add(word)
+    return max(len(w) for w in words.values())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the kernel's work falls on its busiest SM."""
+    tiles: int
+    blocks: int
+    blocks_per_sm: int      # blocks the busiest SM runs in all
+    resident: int           # of which at once
+    limiter: str
+    tiles_per_block: int
+    k_steps: int
+    warps: int
+    sequential: int         # k-steps one block slot runs in order
+    warp_steps: int         # warp x k-step pairs the SM runs
+
+    @property
+    def resident_warps(self) -> int:
+        return self.resident * self.warps
+
+
+def layout(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int, registers: int | None = None) -> Layout:
     tiles = math.ceil(M / k["BLOCK_M"]) * math.ceil(N / k["BLOCK_N"])
     blocks = min(k["PERSISTENT"], tiles) if k["PERSISTENT"] else tiles
-    per_sm, limiter = blocks_per_sm(k, arch)
-    resident = min(per_sm, math.ceil(blocks / arch.sms))
-    waves = math.ceil(tiles / (arch.sms * resident))
+    per_sm, limiter = blocks_per_sm(k, arch, registers)
+    on_sm = math.ceil(blocks / arch.sms)
+    resident = min(per_sm, on_sm)
+    tiles_per_block = math.ceil(tiles / blocks)
     k_steps = math.ceil(K / k["BLOCK_K"])
-    mmas = (k["BLOCK_M"] // 16) * (k["BLOCK_N"] // 16) * (k["BLOCK_K"] // 16)
-    t_mma = resident * mmas * arch.tensor_initiation / UNITS_PER_SM + arch.tensor_latency
-    bytes_ = resident * (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"] * 2
-    latency = arch.l2_rop_latency + L2_HIT_EXTRA
-    t_mem = latency + bytes_ / BYTES_PER_CYCLE_PER_SM
-    step = max(t_mma, t_mem) if k["STAGES"] > 1 else max(t_mma, t_mem + t_mma / resident)
-    return {"cycles": waves * k_steps * step + latency, "blocks_per_sm": resident, "limiter": limiter,
-            "waves": waves}
+    w = warps(k)
+    return Layout(tiles, blocks, on_sm, resident, limiter, tiles_per_block, k_steps, w,
+                  math.ceil(on_sm / resident) * tiles_per_block * k_steps, on_sm * tiles_per_block * w * k_steps)
 
 
-# ---- the fitted model: features from the kernel's PTX and the architecture, fitted on simulated points --
+# ---- the kernel's facts: from its PTX, or estimated from its knobs -------------------------------
 
 PTX_CLASSES = {"mma": ("wmma.mma",), "wmma_load": ("wmma.load",), "global_load": ("ld.global",),
                "shared_store": ("st.shared",), "barrier": ("bar.",)}
 _INSN_RE = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)[^;]*;", re.M)
 _LABEL_RE = re.compile(r"^(\$\w+):", re.M)
 _BRA_RE = re.compile(r"\bbra(?:\.uni)?\s+(\$\w+);")
+_REGS_RE = re.compile(r"Used (\d+) registers")
 
 
 def ptx_counts(ptx: str) -> dict[str, int]:
@@ -94,65 +137,116 @@ def ptx_counts(ptx: str) -> dict[str, int]:
     return counts
 
 
-FEATURES = ("tensor", "issue", "ldst", "chain", "memory", "smem")
+def ptxas_registers(report: str) -> int | None:
+    """Registers per thread from `ptxas -v` output."""
+    m = _REGS_RE.search(report)
+    return int(m.group(1)) if m else None
 
 
-def features(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int, ptx: dict[str, int]) -> dict[str, float]:
-    """Cycle terms of a kernel on an architecture, each in cycles of one SM, for the fit to weigh:
-    tensor  the SM's MMAs x initiation interval / tensor units (tensor-pipe time)
-    issue   the SM's warp-instructions of the main loop (PTX counts) over its 4 schedulers
-    ldst    the SM's memory instructions of the main loop (global loads, WMMA loads, shared stores):
-            the load/store unit takes one warp-instruction at a time
-    chain   one block's serial path: k-steps x (the MMA chain of a warp, plus the round trip to L2
-            when one stage leaves it exposed), x tiles per block x waves of blocks
-    memory  the SM's tile bytes at its share of L2 bandwidth
-    smem    shared-memory stores x the bank-conflict degree of the tile's row stride"""
-    tiles = math.ceil(M / k["BLOCK_M"]) * math.ceil(N / k["BLOCK_N"])
-    blocks = min(k["PERSISTENT"], tiles) if k["PERSISTENT"] else tiles
-    per_sm, _ = blocks_per_sm(k, arch)
-    waves = math.ceil(blocks / (arch.sms * per_sm))
-    tiles_per_block = math.ceil(tiles / blocks)
-    k_steps = math.ceil(K / k["BLOCK_K"])
-    warps = (k["BLOCK_M"] // (16 * k["FRAGS_M"])) * (k["BLOCK_N"] // (16 * k["FRAGS_N"]))
-    sm_loops = math.ceil(blocks / arch.sms) * warps * tiles_per_block * k_steps  # warp-iterations per SM
-    mmas = math.ceil(tiles / arch.sms) * (k["BLOCK_M"] // 16) * (k["BLOCK_N"] // 16) * (K // 16)
-    mma_chain = (k["BLOCK_K"] // 16) * k["FRAGS_M"] * k["FRAGS_N"] * arch.tensor_initiation + arch.tensor_latency
+def loads_per_thread(k: dict[str, Any]) -> int:
+    """16-byte global loads (and shared stores) per thread per k-step: the A and B tiles over the block."""
+    threads = warps(k) * 32
+    return math.ceil(k["BLOCK_M"] * k["BLOCK_K"] / 8 / threads) + math.ceil(k["BLOCK_N"] * k["BLOCK_K"] / 8 / threads)
+
+
+def per_step(k: dict[str, Any], ptx: dict[str, int] | None) -> dict[str, float]:
+    """What one warp does per k-step. MMAs and fragment loads follow from the knobs; instructions,
+    global loads and shared stores are the PTX main loop's, divided by how many k-steps the compiler
+    unrolled into it (its MMAs over one k-step's). Without PTX they are estimated: 8 instructions per
+    fragment load and 25 per 16-byte load-and-store, a fit to the template's PTX."""
+    mma = k["FRAGS_M"] * k["FRAGS_N"] * k["BLOCK_K"] // 16
+    frag_loads = (k["FRAGS_M"] + k["FRAGS_N"]) * k["BLOCK_K"] // 16
+    if ptx and ptx.get("mma"):
+        unroll = ptx["mma"] / mma
+        return {"mma": mma, "frag_loads": frag_loads, "insn": ptx["insn"] / unroll,
+                "global_load": ptx.get("global_load", 0) / unroll, "shared_store": ptx.get("shared_store", 0) / unroll}
+    loads = loads_per_thread(k)
+    return {"mma": mma, "frag_loads": frag_loads, "insn": 8 * frag_loads + 25 * loads,
+            "global_load": loads, "shared_store": loads}
+
+
+# ---- the terms the fit weighs ----------------------------------------------------------------------
+
+FEATURES = ("serial", "exposed", "smem", "tensor", "issue", "ldst", "load_chain", "mma_chain")
+
+
+def features(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int,
+             ptx: dict[str, int] | None = None) -> dict[str, float]:
+    """Cycle terms of a kernel on an architecture, on its busiest SM, for the fit to weigh
+    (`ptx` is the kernel's main-loop counts with its `registers` per thread, or None):
+    serial      the k-steps one block slot runs in order x a round trip to L2 (a fixed latency per step)
+    exposed     the same for a single-stage kernel, whose loads nothing overlaps
+    smem        shared-memory wavefronts: the SM's fragment loads x the bank-conflict degree of the
+                tile's row stride under the architecture's banks
+    tensor      the SM's MMAs x initiation interval over the tensor units its resident warps can use
+    issue       the SM's warp-instructions over the schedulers its resident warps can use
+    ldst        the SM's global loads and shared stores, one warp-instruction at a time
+    load_chain  a warp's fragment loads in order: k-steps in order x fragment loads per step
+    mma_chain   a warp's MMAs in order: k-steps in order x MMAs per step x initiation interval"""
+    ptx = ptx or {}
+    lay = layout(k, arch, M, N, K, ptx.get("registers"))
+    step = per_step(k, ptx)
+    units = min(UNITS_PER_SM, lay.resident_warps)
     round_trip = arch.l2_rop_latency + L2_HIT_EXTRA
-    exposed = round_trip if k["STAGES"] == 1 else max(0, round_trip - mma_chain)
-    row_bytes = k["BLOCK_K"] * 2
-    conflict = max(1.0, 32 / arch.shmem_banks * (128 / math.gcd(row_bytes, 128)) / 4)
-    memory_insns = ptx.get("global_load", 0) + ptx.get("wmma_load", 0) + ptx.get("shared_store", 0)
     return {
-        "tensor": mmas * arch.tensor_initiation / UNITS_PER_SM,
-        "issue": sm_loops * ptx.get("insn", 0) / 4,
-        "ldst": sm_loops * memory_insns,
-        "chain": waves * tiles_per_block * k_steps * (mma_chain + exposed),
-        "memory": math.ceil(tiles / arch.sms) * k_steps * (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"] * 2
-        / BYTES_PER_CYCLE_PER_SM,
-        "smem": sm_loops * ptx.get("shared_store", 0) * conflict,
+        "serial": lay.sequential * round_trip,
+        "exposed": lay.sequential * round_trip if k["STAGES"] == 1 else 0.0,
+        "smem": lay.warp_steps * step["frag_loads"] * conflict_degree(k["BLOCK_K"], arch.shmem_banks),
+        "tensor": lay.warp_steps * step["mma"] * arch.tensor_initiation / units,
+        "issue": lay.warp_steps * step["insn"] / units,
+        "ldst": lay.warp_steps * (step["global_load"] + step["shared_store"]),
+        "load_chain": lay.sequential * step["frag_loads"],
+        "mma_chain": lay.sequential * step["mma"] * arch.tensor_initiation,
     }
 
 
+PRIOR = {"intercept": 0.0, "serial": 0.0, "exposed": 0.66, "smem": 1.4, "tensor": 0.0, "issue": 0.0, "ldst": 5.9,
+         "load_chain": 97.0, "mma_chain": 0.48}
+"""The weights before anything is simulated: the fit on the recorded real 512³ run's A and B points,
+rounded (a fragment load waits about 100 cycles, a shared-memory wavefront takes about one and a half)."""
+
+
+def predict(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int,
+            ptx: dict[str, int] | None = None) -> dict[str, Any]:
+    """The prior's cycles for a kernel on an architecture, with its layout."""
+    f = features(k, arch, M, N, K, ptx)
+    lay = layout(k, arch, M, N, K, (ptx or {}).get("registers"))
+    cycles = PRIOR["intercept"] + sum(PRIOR[n] * v for n, v in f.items())
+    return {"cycles": cycles, "blocks_per_sm": lay.resident, "limiter": lay.limiter,
+            "waves": math.ceil(lay.blocks_per_sm / lay.resident)}
+
+
+def nnls(A: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
+    """Non-negative least squares, min |Ax - b| with x >= 0 (Lawson and Hanson's active-set method)."""
+    n = A.shape[1]
+    x, passive = np.zeros(n), np.zeros(n, dtype=bool)
+    for _ in range(iterations):
+        w = A.T @ (b - A @ x)
+        if passive.all() or (w[~passive] <= 1e-10 * max(1.0, np.abs(w).max())).all():
+            break
+        passive[np.argmax(np.where(passive, -np.inf, w))] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(A[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-12
+    return x
+
+
 class Fit:
-    """cycles ~ c0 + sum(c_i x feature_i) with every c_i >= 0, by least squares on simulated points."""
+    """cycles ~ c0 + sum(c_i x feature_i) with c0 and every c_i >= 0 (a fixed cost and per-unit costs
+    cannot be negative), by non-negative least squares on simulated points."""
 
     def __init__(self, rows: list[dict[str, float]], cycles: list[float]) -> None:
         self.names = [f for f in FEATURES if any(r.get(f, 0) for r in rows)]
         X = np.array([[1.0] + [r.get(f, 0.0) for f in self.names] for r in rows])
-        y = np.array(cycles, dtype=float)
         scale = np.maximum(np.abs(X).max(axis=0), 1e-9)
-        active = list(range(X.shape[1]))
-        coef = np.zeros(X.shape[1])
-        while active:  # drop the most negative coefficient and refit, until none is negative
-            sol, *_ = np.linalg.lstsq(X[:, active] / scale[active], y, rcond=None)
-            sol = sol / scale[active]
-            if (sol[1:] >= 0).all() or len(active) == 1:
-                coef[:] = 0
-                coef[active] = sol
-                break
-            worst = active[1 + int(np.argmin(sol[1:]))]
-            active.remove(worst)
-        self.coef = coef
+        self.coef = nnls(X / scale, np.array(cycles, dtype=float)) / scale
 
     def predict(self, row: dict[str, float]) -> float:
         return float(self.coef[0] + sum(c * row.get(f, 0.0) for c, f in zip(self.coef[1:], self.names)))

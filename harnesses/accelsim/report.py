@@ -86,8 +86,8 @@ def model_check(rows: list[dict]) -> dict | None:
 
 
 def pareto_front(rows: list[dict], settings: ArchSettings) -> dict:
-    """Cycles against area: the best simulated point of each architecture, the ones no other beats on
-    both, and the best within the budget."""
+    """Cycles against area and against power: the best simulated point of each architecture, the ones
+    no other beats on both (one front for each cost), and the best within the budget."""
     best: dict[str, dict] = {}
     for r in rows:
         if r["cycles"] and r["area_pct"] is not None:
@@ -98,7 +98,8 @@ def pareto_front(rows: list[dict], settings: ArchSettings) -> dict:
             "cycles": r["cycles"], "arch": r["arch"]} for r in best.values()]
     front = pareto(pts)
     within = [p for p in pts if settings.budget.over(p) is None]
-    return {"points": pts, "front": front, "best_within_budget": min(within, key=lambda p: p["cycles"], default=None)}
+    return {"points": pts, "front": front, "power_front": pareto(pts, x="power_pct"),
+            "best_within_budget": min(within, key=lambda p: p["cycles"], default=None)}
 
 
 def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
@@ -201,16 +202,19 @@ def phases_table(run_id: int, data: dict):
         parts.append(t)
     if (pf := data.get("pareto")) and pf["front"]:
         budget = data.get("budget") or {}
-        t = Table(title=f"cycles against area: the Pareto front (budget +{fmt(budget.get('area_pct'), 'g')}% area)")
-        for col in ("#", "phase", "architecture", "area", "power", "cycles", ""):
-            t.add_column(col, overflow="fold")
         stock = pf.get("stock") or {}
         best = pf["best_within_budget"]
-        for p in pf["front"]:
-            arch = " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock"
-            t.add_row(str(p["seq"]), p["phase"], arch, f"{p['area_pct']:+.1f}%", f"{p['power_pct']:+.1f}%",
-                      str(p["cycles"]), "best within budget" if best and p["seq"] == best["seq"] else "")
-        parts.append(t)
+        for cost, front in (("area", pf["front"]), ("power", pf.get("power_front") or [])):
+            limit = budget.get(f"{cost}_pct")
+            t = Table(title=f"cycles against {cost}: the Pareto front (budget "
+                            + (f"+{fmt(limit, 'g')}% {cost})" if limit is not None else f"on {cost}: none)"))
+            for col in ("#", "phase", "architecture", "area", "power", "cycles", ""):
+                t.add_column(col, overflow="fold")
+            for p in front:
+                arch = " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock"
+                t.add_row(str(p["seq"]), p["phase"], arch, f"{p['area_pct']:+.1f}%", f"{p['power_pct']:+.1f}%",
+                          str(p["cycles"]), "best within budget" if best and p["seq"] == best["seq"] else "")
+            parts.append(t)
     return Group(*parts)
 
 
