@@ -198,7 +198,7 @@ def phases_table(run_id: int, data: dict):
                      f"{'yes' if m['trusted'] else 'no'}; phase-C picks: rank correlation "
                      f"{fmt(m['picks_rank_correlation'], '.2f')}, median |error| "
                      f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
-                     + ("" if m.get("ptx") else "; no nvcc for PTX counts: fitted without them"))
+                     + ("" if m.get("ptx") else "; no nvcc: PTX counts and registers estimated from the knobs"))
         parts.append(t)
     if (pf := data.get("pareto")) and pf["front"]:
         budget = data.get("budget") or {}
