@@ -155,6 +155,9 @@ class CodesignAgentSettings(Strict):
     model_trust: float = Field(0.8, ge=-1, le=1.01)
     """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
     then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
+    shortlist: int = Field(48, ge=1)
+    """Phase C ranks every valid kernel on facts estimated from its knobs, then compiles this many of
+    the best to rank them again on their own PTX (about a second of nvcc each)."""
 
 
 class AgentSettings(Strict):

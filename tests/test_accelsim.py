@@ -496,3 +496,23 @@ def test_a_power_budget_bounds_phase_d_and_the_report_draws_both_fronts(tmp_path
     text = console.export_text()
     assert "cycles against area: the Pareto front (budget on area: none)" in text
     assert "cycles against power: the Pareto front (budget +4% power)" in text
+
+
+def test_a_model_check_run_simulates_every_pick_and_stops(tmp_path):
+    """`model_trust=1.01` with no phase D: a run that only checks the model on its picks (held-out
+    points), ending after phase C."""
+    from replay import SimReplay, offline_agent
+
+    from autodiscovery import report
+    from autodiscovery.loop import Loop
+    from autodiscovery.store import Store
+
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 4, C: 4, D: 0, E_kernels: 1, E_archs: 1}",
+                                         "agent.codesign.model_trust=1.01", "agent.codesign.shortlist=8"])
+    store = Store(tmp_path / "check.db")
+    Loop(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    shown = report.show_run(store, 1)
+    phases = [x["knobs"]["phase"] for x in shown["candidates"]]
+    assert phases == ["A"] + ["B"] * 4 + ["C"] * 4 and shown["status"] == "finished"
+    m = accelsim_report.phases(store, 1)["model"]
+    assert not m["trusted"] and sum(p["held_out"] == "phase-C pick" for p in m["points"]) == 4

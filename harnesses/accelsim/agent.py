@@ -54,7 +54,7 @@ class CodesignAgent(AgentBase):
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
         self.batch = campaign.harness.parallel or os.cpu_count() or 1
         self.costs = getattr(campaign.harness, "arch", None) or ArchSettings()
-        self.model_trust = s.model_trust
+        self.model_trust, self.shortlist = s.model_trust, s.shortlist
         h = campaign.harness
         self.nvcc = (tools.find_nvcc11(h).path if hasattr(h, "nvcc") else None) or shutil.which("nvcc")
         cache = Path(getattr(h, "cache_dir", "runs/cache/accelsim"))
@@ -255,9 +255,6 @@ class CodesignAgent(AgentBase):
                            for r, p in zip(pts, loo["predicted"])]}
         return fit, info
 
-    SHORTLIST = 48
-    """Configurations whose PTX is compiled to rank them exactly (the rest are ranked on estimates)."""
-
     def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record]) -> list[Proposal]:
         fit, info = self.fit(recs)
         score = fit.predict if fit is not None else (
@@ -270,7 +267,7 @@ class CodesignAgent(AgentBase):
         for k in valid:
             terms = self._features(k, stock, ptx={})
             rough.setdefault(canon({name: round(v, 6) for name, v in terms.items()}), (score(terms), k))
-        shortlist = [k for _, k in sorted(rough.values(), key=lambda t: t[0])[:self.SHORTLIST]]
+        shortlist = [k for _, k in sorted(rough.values(), key=lambda t: t[0])[:self.shortlist]]
         with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
             facts = list(pool.map(self.ptx, shortlist))
         scored = sorted(((score(self._features(k, stock, ptx=f)), k, f) for k, f in zip(shortlist, facts)),
@@ -307,6 +304,8 @@ class CodesignAgent(AgentBase):
             done.add((canon(stock_kernel), canon(best_arch)))
             out.append(self.proposal("E", stock_kernel, best_arch, "the stock kernel on the best architecture of D "
                                                                    "(what the architecture alone buys)"))
+        if not archs:  # no phase D: nothing to cross
+            return out
         for k in kernels if isinstance(kernels, list) else [kernels]:
             for a in archs if isinstance(archs, list) else [archs]:
                 if (canon(k), canon(a)) not in done and len(out) < n:
