@@ -32,7 +32,7 @@ from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
 from autodiscovery.space import Family
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.costs import ArchSettings
-from harnesses.accelsim.model import PRIOR, Fit, features, leave_one_out, ptx_counts, ptxas_registers
+from harnesses.accelsim.model import Fit, features, leave_one_out, prior, ptx_counts, ptxas_registers
 from harnesses.accelsim import tools
 from autodiscovery import sandbox
 
@@ -257,8 +257,8 @@ class CodesignAgent(AgentBase):
 
     def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record]) -> list[Proposal]:
         fit, info = self.fit(recs)
-        score = fit.predict if fit is not None else (
-            lambda row: PRIOR["intercept"] + sum(PRIOR[f] * v for f, v in row.items()))
+        score = fit.predict if fit is not None else prior
+        same = lambda terms: canon({name: round(v, 6) for name, v in terms.items()})  # noqa: E731
         valid = [k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)
                  and (canon(k), canon(stock)) not in done]
         # Every valid configuration is ranked on facts estimated from its knobs; the best few that the
@@ -266,7 +266,7 @@ class CodesignAgent(AgentBase):
         rough: dict[str, tuple[float, dict]] = {}
         for k in valid:
             terms = self._features(k, stock, ptx={})
-            rough.setdefault(canon({name: round(v, 6) for name, v in terms.items()}), (score(terms), k))
+            rough.setdefault(same(terms), (score(terms), k))
         shortlist = [k for _, k in sorted(rough.values(), key=lambda t: t[0])[:self.shortlist]]
         with ThreadPoolExecutor(max(1, os.cpu_count() or 1)) as pool:
             facts = list(pool.map(self.ptx, shortlist))
@@ -275,7 +275,7 @@ class CodesignAgent(AgentBase):
         # Configurations the model cannot tell apart (the same terms) are one pick, not several.
         picks, seen = [], set()
         for cycles, k, f in scored:
-            terms = canon({name: round(v, 6) for name, v in self._features(k, stock, ptx=f).items()})
+            terms = same(self._features(k, stock, ptx=f))
             if terms not in seen:
                 seen.add(terms)
                 picks.append((cycles, k))

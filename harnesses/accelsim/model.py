@@ -206,13 +206,16 @@ PRIOR = {"intercept": 0.0, "serial": 0.0, "exposed": 0.66, "smem": 1.4, "tensor"
 rounded (a fragment load waits about 100 cycles, a shared-memory wavefront takes about one and a half)."""
 
 
+def prior(row: dict[str, float]) -> float:
+    """Cycles of a row of terms under the prior's weights."""
+    return PRIOR["intercept"] + sum(PRIOR[n] * v for n, v in row.items())
+
+
 def predict(k: dict[str, Any], arch: Architecture, M: int, N: int, K: int,
             ptx: dict[str, int] | None = None) -> dict[str, Any]:
     """The prior's cycles for a kernel on an architecture, with its layout."""
-    f = features(k, arch, M, N, K, ptx)
     lay = layout(k, arch, M, N, K, (ptx or {}).get("registers"))
-    cycles = PRIOR["intercept"] + sum(PRIOR[n] * v for n, v in f.items())
-    return {"cycles": cycles, "blocks_per_sm": lay.resident, "limiter": lay.limiter,
+    return {"cycles": prior(features(k, arch, M, N, K, ptx)), "blocks_per_sm": lay.resident, "limiter": lay.limiter,
             "waves": math.ceil(lay.blocks_per_sm / lay.resident)}
 
 
