@@ -242,6 +242,14 @@ def test_the_model_on_the_recorded_512_runs(tmp_path, run, trusted):
     assert not {(canon(p.knobs["kernel"]), canon(STOCK_ARCH)) for p in picks} & done  # nothing simulated again
     terms = {canon(agent._features(p.knobs["kernel"], STOCK_ARCH)) for p in picks}
     assert len(terms) == len(picks)  # no two picks the model cannot tell apart
+    known = {canon(agent._features(r.knobs["kernel"], STOCK_ARCH)) for r in recs}
+    assert not terms & known  # nor one it cannot tell from a kernel already simulated
+    # Picks come a batch at a time: the next batch repeats none of the first, under any launch bound.
+    first = records([{"seq": 100 + i, "phase": "C", "kernel": p.knobs["kernel"], "cycles": 30000}
+                     for i, p in enumerate(picks)], "C")
+    more = agent._model_picks(2, STOCK_ARCH, done | {(canon(p.knobs["kernel"]), canon(STOCK_ARCH)) for p in picks},
+                              recs, first)
+    assert not {canon(agent._features(p.knobs["kernel"], STOCK_ARCH)) for p in more} & (terms | known)
     # The picks are the model's best: no simulated kernel is predicted faster than the first.
     assert picks[0].knobs["predicted"] <= min(fit.predict(agent._features(r.knobs["kernel"], STOCK_ARCH)) for r in recs)
 

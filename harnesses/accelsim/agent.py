@@ -96,7 +96,8 @@ class CodesignAgent(AgentBase):
                              min(n, self.phases.B - len(by["B"])), lambda k: (k, stock), done)
         trusted = any((r.knobs.get("model") or {}).get("trusted") for r in by["C"])
         if len(by["C"]) < self.phases.C and not trusted:
-            return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done, [*by["A"], *by["B"]])
+            return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done, [*by["A"], *by["B"]],
+                                     by["C"])
         best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
         if len(by["D"]) < self.phases.D and best_kernel is not None:
             room = min(n, self.phases.D - len(by["D"]))
@@ -255,7 +256,10 @@ class CodesignAgent(AgentBase):
                            for r, p in zip(pts, loo["predicted"])]}
         return fit, info
 
-    def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record]) -> list[Proposal]:
+    def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record],
+                     picked: list[Record] = ()) -> list[Proposal]:
+        """The model's best kernels that neither A, B nor earlier picks (`picked`) simulated, nor any
+        kernel the model cannot tell apart from one of those."""
         fit, info = self.fit(recs)
         score = fit.predict if fit is not None else prior
         same = lambda terms: canon({name: round(v, 6) for name, v in terms.items()})  # noqa: E731
@@ -272,8 +276,11 @@ class CodesignAgent(AgentBase):
             facts = list(pool.map(self.ptx, shortlist))
         scored = sorted(((score(self._features(k, stock, ptx=f)), k, f) for k, f in zip(shortlist, facts)),
                         key=lambda t: t[0])
-        # Configurations the model cannot tell apart (the same terms) are one pick, not several.
-        picks, seen = [], set()
+        # Configurations the model cannot tell apart (the same terms) are one pick, not several, and
+        # none repeats a kernel already simulated under another name (a launch bound that binds nothing).
+        picks = []
+        seen = {same(self._features(r.knobs["kernel"], stock)) for r in [*recs, *picked]
+                if canon(r.knobs["arch"]) == canon(stock)}
         for cycles, k, f in scored:
             terms = same(self._features(k, stock, ptx=f))
             if terms not in seen:
