@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.tree import Tree
 
-from autodiscovery.interfaces import Objective
+from autodiscovery.interfaces import Objective, Section
 
 STATUS_STYLE = {
     "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
@@ -269,3 +269,16 @@ def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> 
                   fmt(r["tflops"], ".1f"), fmt(r["score"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
                   hg, f"{r['passed']}/{r['tried']}")
     return t
+
+
+def sections_table(sections: list[Section]) -> Group:
+    """A harness's report tables, one after the other."""
+    tables = []
+    for sec in sections:
+        t = Table(title=sec.title, caption=sec.caption or None)
+        for col in sec.columns:
+            t.add_column(col, overflow="fold")
+        for row in sec.rows:
+            t.add_row(*row)
+        tables.append(t)
+    return Group(*tables)

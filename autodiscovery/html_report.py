@@ -22,6 +22,8 @@ from autodiscovery import report
 from autodiscovery.store import Store
 
 TEMPLATES = Path(__file__).parent / "templates"
+NUMBER = re.compile(r"[+\-−]?[\d.,]+%?")
+"""A table cell that is one number (right-aligned in the page)."""
 KEPT, REVERTED, FAILED = "#1a7f37", "#8c959f", "#cf222e"
 NOT_MEASURED = {"proposed", "built"}
 
@@ -71,7 +73,7 @@ def collect(store: Store, run_id: int) -> dict:
     """Everything the page shows, as data (what `report --json` would need to redraw it)."""
     run = report.show_run(store, run_id)
     chain = report.lineage(store, run_id)
-    _, extra = report.summary(store, run_id)
+    tables, extra = report.sections(store, run_id)
     sources = {(run_id, c["seq"]): c["source"] for c in run["candidates"]}
     for r in chain:  # steps of the run a --from run continues
         if (r["run"], r["seq"]) not in sources:
@@ -101,7 +103,7 @@ def collect(store: Store, run_id: int) -> dict:
     if spread.get("tflops"):
         baseline_tflops = next((v for k, v in spread["tflops"].items() if k != "candidate"), None)
     return {"run": {k: v for k, v in run.items() if k != "candidates"}, "candidates": run["candidates"],
-            "steps": steps, "spread": spread, "harness": extra, "peak_tflops": peak,
+            "steps": steps, "spread": spread, "harness": extra, "tables": tables, "peak_tflops": peak,
             "baseline_tflops": baseline_tflops}
 
 
@@ -266,6 +268,7 @@ def render(store: Store, run_id: int, png_dir: Path | None = None) -> tuple[str,
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                  undefined=jinja2.StrictUndefined)
         env.filters["diff_html"] = _diff_html
+        env.tests["numeric_text"] = lambda cell: bool(NUMBER.fullmatch(cell))
         env.filters["pretty"] = lambda v: json.dumps(v, indent=2, default=str)
         page = env.get_template("report.html.j2").render(
             data=data, charts={name: figs.svg(name) for name in figs.figs})

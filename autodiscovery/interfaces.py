@@ -51,6 +51,18 @@ class Objective:
 
 
 @dataclass
+class Section:
+    """One table of what a harness adds to a report, as plain text cells: `report` prints it with Rich,
+    the HTML report writes it as a table with this id."""
+
+    id: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+
+
+@dataclass
 class Outcome:
     """What a harness reports for one evaluation."""
 
@@ -156,9 +168,9 @@ class HarnessBase:
         return None
 
     @staticmethod
-    def summary(run_id: int, data: dict) -> Any:
-        """`summary_data` as something Rich can print after `run` and in `report` (a table)."""
-        return None
+    def summary(run_id: int, data: dict) -> list[Section]:
+        """`summary_data` as tables, printed after `run` and in `report` and written into the HTML report."""
+        return []
 
     @staticmethod
     def doctor(settings: Any) -> list[tuple[str, str | None, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import statistics
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -11,7 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError, registry
-from autodiscovery.interfaces import Objective
+from autodiscovery.display import sections_table
+from autodiscovery.interfaces import Objective, Section
 from autodiscovery.ledger import score_of
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
@@ -156,19 +158,25 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
             "unlinked": sum(c.candidate_id is None for c in mine),
             "input_tokens": sum(c.input_tokens or 0 for c in mine), "output_tokens": sum(c.output_tokens or 0 for c in mine),
             "cost": sum(costs) if costs else None,
-            "median_latency_s": latencies[len(latencies) // 2] / 1000 if latencies else None,
+            "median_latency_s": statistics.median(latencies) / 1000 if latencies else None,
         })
     return rows
 
 
-def summary(store: Store, run_id: int) -> tuple[object, dict | None]:
-    """What the run's harness adds to a report: (a table for the terminal or None, its data or None)."""
+def sections(store: Store, run_id: int) -> tuple[list[Section], dict | None]:
+    """What the run's harness adds to a report: (its tables, their data or None)."""
     with store.session() as s:
         cls = harness_of(_run(s, run_id))
     if cls is None:
-        return None, None
+        return [], None
     data = cls.summary_data(store, run_id)
-    return (cls.summary(run_id, data) if data else None), data
+    return (cls.summary(run_id, data) if data else []), data
+
+
+def summary(store: Store, run_id: int) -> tuple[object, dict | None]:
+    """What the run's harness adds to a report: (its tables for the terminal or None, their data or None)."""
+    tables, data = sections(store, run_id)
+    return (sections_table(tables) if tables else None), data
 
 
 def show_candidate(store: Store, run_id: int, seq: int) -> dict:

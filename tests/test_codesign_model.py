@@ -261,3 +261,53 @@ def test_the_prior_ranks_a_run_it_was_not_fitted_on():
     pts = [p for p in MODEL_DATA["runs"]["tests/data/edge_512_run.json"] if p["phase"] in "AB"]
     predicted = [predict(p["kernel"], arch, 512, 512, 512, recorded_facts(p["kernel"]))["cycles"] for p in pts]
     assert spearman(predicted, [p["cycles"] for p in pts]) > 0.5
+
+
+def recorded_run(tmp_path: Path, name: str) -> dict:
+    """The report of a real co-design run in docs/ (GPGPU-Sim dev 667834cf), read from a copy."""
+    from autodiscovery.store import Store
+    from harnesses.accelsim import report as accelsim_report
+
+    db = tmp_path / f"{name}.db"
+    shutil.copy(Path(__file__).parents[1] / "docs" / name / "run.db", db)
+    return accelsim_report.phases(Store(db), 1)
+
+
+@pytest.mark.parametrize("name", ["codesign-512", "codesign-1024"])
+def test_the_recorded_runs_phase_attribution_and_cross(tmp_path, name):
+    data = recorded_run(tmp_path, name)
+    table = {r["phase"]: r for r in data["phases"]}
+    assert list(table) == list("ABCDE")
+    assert table["A"]["cycles"] == data["baseline_cycles"]
+    # Phase E's row is the best kernel × architecture point, phase D's own points included, so it is
+    # never behind D's row; at 1024³ E only had to add the stock kernel on D's best design.
+    assert table["E"]["cycles"] <= table["D"]["cycles"] < table["A"]["cycles"]
+    # Attribution: every single change is measured against the frozen kernel on stock; the inputs sit
+    # in L2 and one block fits per SM at both shapes, so DRAM latency and registers buy nothing.
+    rows = {r["change"].split("=")[0]: r for r in data["attribution"]}
+    assert rows["dram_latency"]["inert"] and rows["registers_per_sm"]["inert"]
+    assert rows["l2_rop_latency"]["vs_reference"] < 0 and not rows["l2_rop_latency"]["inert"]
+    assert all(r["cycles"] == r["reference"] for r in rows.values() if r["inert"])
+    assert [c["change"].split("=")[0] for c in data["over_budget"]] == ["tensor_initiation"]
+    x = data["cross"]
+    assert x["additive"] == x["kernel_only"] + x["arch_only"] - x["baseline"]
+    assert x["kernel_only"] < x["baseline"] and x["arch_only"] < x["baseline"]
+    assert not x["super_additive"] and x["both"] > x["additive"]
+    m = data["model"]
+    assert m["trusted"] and m["simulations_saved"] >= 1 and m["loo_rank_correlation"] >= 0.85
+    best = data["pareto"]["best_within_budget"]
+    assert best["area_pct"] <= data["budget"]["area_pct"] and best["cycles"] == table["D"]["cycles"]
+    assert best in data["pareto"]["front"]
+
+
+def test_the_model_check_run_reports_its_held_out_picks(tmp_path):
+    data = recorded_run(tmp_path, "codesign-512-model-check")
+    m = data["model"]
+    picks = [p for p in m["points"] if p["held_out"] == "phase-C pick"]
+    assert len(picks) == 6 and not m["trusted"] and m["simulations_saved"] == 0
+    errors = [abs(p["predicted"] - p["simulated"]) / p["simulated"] for p in picks]
+    assert m["picks_median_abs_error"] == pytest.approx(float(np.median(errors)))
+    assert -1 <= m["picks_rank_correlation"] <= 1
+    # Two of the model's picks simulate faster than the best kernel TPE found in B.
+    table = {r["phase"]: r for r in data["phases"]}
+    assert table["C"]["cycles"] < table["B"]["cycles"]

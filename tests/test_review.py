@@ -206,6 +206,13 @@ def test_a_co_design_report_has_its_phases_and_model(tmp_path):
     assert page.marks.get("model-picks", 0) >= 1
     assert page.marks.get("pareto-area-points", 0) == len(data["pareto"]["points"]) >= 2
     assert page.marks.get("pareto-power-points", 0) == len(data["pareto"]["points"])
+    # The terminal's tables are in the page too, one row for each entry of their data.
+    assert page.rows["attribution"] == len(data["attribution"]) + len(data["over_budget"]) + 1
+    assert page.rows["cross"] == 6 + 1
+    assert page.rows["model"] == len(data["model"]["points"]) + 1
+    assert page.rows["pareto-area"] == len(data["pareto"]["front"]) + 1
+    assert page.rows["pareto-power"] == len(data["pareto"]["power_front"]) + 1
+    assert '<td class="num">35422</td>' in text  # the baseline's cycles, a number in the page
 
 
 class RecordedGpu(HarnessBase):

@@ -74,7 +74,7 @@ class Store:
         text = str(url)
         if "://" in text:
             make_url(text)
-            if text.startswith("sqlite:///") and not text.startswith("sqlite:///:memory:"):
+            if text.startswith("sqlite:///") and not text.startswith(("sqlite:///:memory:", "sqlite:///file:")):
                 Path(text.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
             return text
         path = Path(text).expanduser().resolve()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,4 +272,4 @@ def leave_one_out(rows: list[dict[str, float]], cycles: list[float]) -> dict[str
     preds = [Fit(rows[:i] + rows[i + 1:], cycles[:i] + cycles[i + 1:]).predict(rows[i]) for i in range(len(rows))]
     errors = sorted(abs(p - c) / c for p, c in zip(preds, cycles))
     return {"n": len(rows), "rank_correlation": spearman(preds, cycles),
-            "median_abs_error": errors[len(errors) // 2] if errors else None, "predicted": preds}
+            "median_abs_error": statistics.median(errors) if errors else None, "predicted": preds}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rich.table import Table
+import statistics
 
+from autodiscovery.interfaces import Section
 from autodiscovery.store import Run, Store
 from harnesses.accelsim.arch import Architecture
 from harnesses.accelsim.costs import ArchSettings, pareto
@@ -52,7 +53,11 @@ def phases(store: Store, run_id: int) -> dict | None:
         done = [r for r in rows if r["phase"] == phase and r["cycles"]]
         if not done:
             continue
-        best = min(done, key=lambda r: r["cycles"])
+        pool = done
+        if phase == "E" and base is not None:  # the best cross, which phase D may already have simulated
+            pool = done + [r for r in rows if r["phase"] == "D" and r["cycles"] and r["kernel"] != base["kernel"]
+                           and r["arch"] != stock]
+        best = min(pool, key=lambda r: r["cycles"])
         change = (best["cycles"] - base["cycles"]) / base["cycles"] if base else None
         arch_diff = {k: v for k, v in best["arch"].items() if stock and stock.get(k) != v}
         table.append({"phase": phase, "seq": best["seq"], "simulated": len(done), "kernel": best["kernel"],
@@ -81,7 +86,7 @@ def model_check(rows: list[dict]) -> dict | None:
             "loo_rank_correlation": info.get("loo_rank_correlation"),
             "loo_median_abs_error": info.get("loo_median_abs_error"),
             "picks_rank_correlation": spearman([p["predicted"] for p in picks], [p["simulated"] for p in picks]),
-            "picks_median_abs_error": errors[len(errors) // 2] if errors else None,
+            "picks_median_abs_error": statistics.median(errors) if errors else None,
             "simulations_saved": info.get("simulations_saved", 0), "points": points + picks}
 
 
@@ -152,89 +157,76 @@ def pct(x: float | None, spec: str = "+.1%") -> str:
     return "–" if x is None else format(x, spec)
 
 
-def phases_table(run_id: int, data: dict):
+def phases_table(run_id: int, data: dict) -> list[Section]:
     """The phase table, and where the run has them: the attribution, the cross, the model check and the
-    Pareto front."""
-    from rich.console import Group
-
+    Pareto fronts."""
     parts = [_phases(run_id, data)]
     if data.get("attribution") or data.get("over_budget"):
-        t = Table(title="phase D: one change at a time from stock, the best kernel frozen")
-        for col in ("#", "change", "cycles", "vs best kernel on stock", "area", "power", ""):
-            t.add_column(col, overflow="fold")
-        for a in data["attribution"]:
-            t.add_row(str(a["seq"]), a["change"], str(a["cycles"]), pct(a["vs_reference"]),
-                      pct(a["area_pct"], "+.1f") + "%", pct(a["power_pct"], "+.1f") + "%",
-                      "no effect at this shape" if a["inert"] else "")
-        for o in data.get("over_budget") or []:
-            t.add_row("–", o["change"], "not simulated", "–", f"{o['area_pct']:+.1f}%", f"{o['power_pct']:+.1f}%",
-                      o["why"])
-        parts.append(t)
+        rows = [[str(a["seq"]), a["change"], str(a["cycles"]), pct(a["vs_reference"]),
+                 pct(a["area_pct"], "+.1f") + "%", pct(a["power_pct"], "+.1f") + "%",
+                 "no effect at this shape" if a["inert"] else ""] for a in data["attribution"]]
+        rows += [["–", o["change"], "not simulated", "–", f"{o['area_pct']:+.1f}%", f"{o['power_pct']:+.1f}%",
+                  o["why"]] for o in data.get("over_budget") or []]
+        parts.append(Section("attribution", "phase D: one change at a time from stock, the best kernel frozen",
+                             ["#", "change", "cycles", "vs best kernel on stock", "area", "power", ""], rows))
     if c := data.get("cross"):
-        t = Table(title="kernel × architecture against the sum of its parts (kernel cycles)")
-        for col in ("point", "kernel cycles", "vs baseline"):
-            t.add_column(col, overflow="fold")
-        for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
-                          ("stock kernel, best architecture", "arch_only"),
-                          ("sum of the parts' savings (predicted)", "additive"),
-                          ("product of the parts' speedups (predicted)", "predicted"),
-                          ("best kernel × best architecture (measured)", "both")):
-            t.add_row(name, str(c[key]), pct((c[key] - c["baseline"]) / c["baseline"]))
-        t.caption = (f"super-additive: the cross beats the sum of its parts by {-c['vs_additive']:.1%} "
-                     f"({c['vs_predicted']:+.1%} against the product)" if c["super_additive"] else
-                     f"not super-additive: the cross is {c['vs_additive']:+.1%} against the sum of its parts "
-                     f"({c['vs_predicted']:+.1%} against the product)")
-        parts.append(t)
+        rows = [[name, str(c[key]), pct((c[key] - c["baseline"]) / c["baseline"])]
+                for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
+                                  ("stock kernel, best architecture", "arch_only"),
+                                  ("sum of the parts' savings (predicted)", "additive"),
+                                  ("product of the parts' speedups (predicted)", "predicted"),
+                                  ("best kernel × best architecture (measured)", "both"))]
+        caption = (f"super-additive: the cross beats the sum of its parts by {-c['vs_additive']:.1%} "
+                   f"({c['vs_predicted']:+.1%} against the product)" if c["super_additive"] else
+                   f"not super-additive: the cross is {c['vs_additive']:+.1%} against the sum of its parts "
+                   f"({c['vs_predicted']:+.1%} against the product)")
+        parts.append(Section("cross", "kernel × architecture against the sum of its parts (kernel cycles)",
+                             ["point", "kernel cycles", "vs baseline"], rows, caption))
     if m := data.get("model"):
-        t = Table(title="phase C: the model fitted on A and B, on points it did not see")
-        for col in ("#", "held out as", "predicted", "simulated", "error"):
-            t.add_column(col, overflow="fold")
-        for p in m["points"]:
-            t.add_row(str(p["seq"]), p["held_out"], str(p["predicted"]), str(p["simulated"]),
-                      pct((p["predicted"] - p["simulated"]) / p["simulated"], "+.0%"))
+        rows = [[str(p["seq"]), p["held_out"], str(p["predicted"]), str(p["simulated"]),
+                 pct((p["predicted"] - p["simulated"]) / p["simulated"], "+.0%")] for p in m["points"]]
         rho, err = m["loo_rank_correlation"], m["loo_median_abs_error"]
-        t.caption = (f"leave-one-out over {m['n']} points: rank correlation {fmt(rho, '.2f')}, median |error| "
-                     f"{pct(err, '.0%')}; trusted at ≥ {fmt(m['threshold'], '.2f')}: "
-                     f"{'yes' if m['trusted'] else 'no'}; phase-C picks: rank correlation "
-                     f"{fmt(m['picks_rank_correlation'], '.2f')}, median |error| "
-                     f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
-                     + ("" if m.get("ptx") else "; no nvcc: PTX counts and registers estimated from the knobs"))
-        parts.append(t)
+        caption = (f"leave-one-out over {m['n']} points: rank correlation {fmt(rho, '.2f')}, median |error| "
+                   f"{pct(err, '.0%')}; trusted at ≥ {fmt(m['threshold'], '.2f')}: "
+                   f"{'yes' if m['trusted'] else 'no'}; phase-C picks: rank correlation "
+                   f"{fmt(m['picks_rank_correlation'], '.2f')}, median |error| "
+                   f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
+                   + ("" if m.get("ptx") else "; no nvcc: PTX counts and registers estimated from the knobs"))
+        parts.append(Section("model", "phase C: the model fitted on A and B, on points it did not see",
+                             ["#", "held out as", "predicted", "simulated", "error"], rows, caption))
     if (pf := data.get("pareto")) and pf["front"]:
         budget = data.get("budget") or {}
         stock = pf.get("stock") or {}
         best = pf["best_within_budget"]
         for cost, front in (("area", pf["front"]), ("power", pf.get("power_front") or [])):
             limit = budget.get(f"{cost}_pct")
-            t = Table(title=f"cycles against {cost}: the Pareto front (budget "
-                            + (f"+{fmt(limit, 'g')}% {cost})" if limit is not None else f"on {cost}: none)"))
-            for col in ("#", "phase", "architecture", "area", "power", "cycles", ""):
-                t.add_column(col, overflow="fold")
-            for p in front:
-                arch = " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock"
-                t.add_row(str(p["seq"]), p["phase"], arch, f"{p['area_pct']:+.1f}%", f"{p['power_pct']:+.1f}%",
-                          str(p["cycles"]), "best within budget" if best and p["seq"] == best["seq"] else "")
-            parts.append(t)
-    return Group(*parts)
+            rows = [[str(p["seq"]), p["phase"],
+                     " ".join(f"{k}={v}" for k, v in p["arch"].items() if stock.get(k) != v) or "stock",
+                     f"{p['area_pct']:+.1f}%", f"{p['power_pct']:+.1f}%", str(p["cycles"]),
+                     "best within budget" if best and p["seq"] == best["seq"] else ""] for p in front]
+            parts.append(Section(f"pareto-{cost}", f"cycles against {cost}: the Pareto front (budget "
+                                 + (f"+{fmt(limit, 'g')}% {cost})" if limit is not None else f"on {cost}: none)"),
+                                 ["#", "phase", "architecture", "area", "power", "cycles", ""], rows))
+    return parts
 
 
-def _phases(run_id: int, data: dict) -> Table:
+def _phases(run_id: int, data: dict) -> Section:
     base = data["baseline_cycles"]
-    t = Table(title=f"co-design phases of run {run_id} "
-                    f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})")
-    for col in ("phase", "#", "simulated", "best configuration", "cycles", "kernel cycles", "vs baseline",
-                "% of bound", "area"):
-        t.add_column(col, overflow="fold")
     names = {"A": "A baseline", "B": "B kernel only", "C": "C model picks", "D": "D architecture only",
-             "E": "E best B × best D"}
+             "E": "E kernel × architecture"}
+    rows = []
     for r in data["phases"]:
         k = r["kernel"]
         kernel = (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} {k['FRAGS_M']}x{k['FRAGS_N']} frags "
                   f"S{k['STAGES']} P{k['PERSISTENT']}")
         arch = " ".join(f"{a}={v}" for a, v in r["arch_changes"].items()) or "stock"
-        t.add_row(names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
-                  str(r["kernel_cycles"]), pct(r["change"]), fmt(r["pct_of_bound"], ".1f"),
-                  "–" if r["area_pct"] is None else f"{r['area_pct']:+.1f}%")
-    t.caption = ("kernel cycles: the simulator's count without the kernel launch latency it includes; % of bound "
-                 "is taken on them, against each point's own architecture")
-    return t
+        rows.append([names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
+                     str(r["kernel_cycles"]), pct(r["change"]), fmt(r["pct_of_bound"], ".1f"),
+                     "–" if r["area_pct"] is None else f"{r['area_pct']:+.1f}%"])
+    return Section("phases", f"co-design phases of run {run_id} "
+                             f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})",
+                   ["phase", "#", "simulated", "best configuration", "cycles", "kernel cycles", "vs baseline",
+                    "% of bound", "area"], rows,
+                   "kernel cycles: the simulator's count without the kernel launch latency it includes; % of "
+                   "bound is taken on them, against each point's own architecture; E's best is the best kernel × "
+                   "architecture point, phase D's included")
