@@ -53,13 +53,14 @@ class Objective:
 @dataclass
 class Section:
     """One table of what a harness adds to a report, as plain text cells: `report` prints it with Rich,
-    the HTML report writes it as a table with this id."""
+    the HTML report writes it as a table with this id, followed by the chart of that name if it drew one."""
 
     id: str
     title: str
     columns: list[str]
     rows: list[list[str]]
     caption: str = ""
+    chart: str = ""
 
 
 @dataclass

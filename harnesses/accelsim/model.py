@@ -270,6 +270,6 @@ def spearman(a: list[float], b: list[float]) -> float | None:
 def leave_one_out(rows: list[dict[str, float]], cycles: list[float]) -> dict[str, Any]:
     """Each point predicted by a fit on all the others: rank correlation and median |error|."""
     preds = [Fit(rows[:i] + rows[i + 1:], cycles[:i] + cycles[i + 1:]).predict(rows[i]) for i in range(len(rows))]
-    errors = sorted(abs(p - c) / c for p, c in zip(preds, cycles))
+    errors = [abs(p - c) / c for p, c in zip(preds, cycles)]
     return {"n": len(rows), "rank_correlation": spearman(preds, cycles),
             "median_abs_error": statistics.median(errors) if errors else None, "predicted": preds}

@@ -53,10 +53,8 @@ def phases(store: Store, run_id: int) -> dict | None:
         done = [r for r in rows if r["phase"] == phase and r["cycles"]]
         if not done:
             continue
-        pool = done
-        if phase == "E" and base is not None:  # the best cross, which phase D may already have simulated
-            pool = done + [r for r in rows if r["phase"] == "D" and r["cycles"] and r["kernel"] != base["kernel"]
-                           and r["arch"] != stock]
+        # E's best is the best cross, which phase D may already have simulated
+        pool = done + crossed(rows, base["kernel"], stock, "cycles") if phase == "E" and base else done
         best = min(pool, key=lambda r: r["cycles"])
         change = (best["cycles"] - base["cycles"]) / base["cycles"] if base else None
         arch_diff = {k: v for k, v in best["arch"].items() if stock and stock.get(k) != v}
@@ -80,7 +78,7 @@ def model_check(rows: list[dict]) -> dict | None:
     points = [{**p, "held_out": "left out of its own fit (A, B)"} for p in info.get("points", [])]
     picks = [{"seq": r["seq"], "predicted": r["predicted"], "simulated": r["cycles"],
               "held_out": "phase-C pick"} for r in c_rows if r["cycles"] and r["predicted"] is not None]
-    errors = sorted(abs(p["predicted"] - p["simulated"]) / p["simulated"] for p in picks)
+    errors = [abs(p["predicted"] - p["simulated"]) / p["simulated"] for p in picks]
     return {"n": info.get("n"), "terms": info.get("terms"), "ptx": info.get("ptx"),
             "threshold": info.get("threshold"), "trusted": info.get("trusted"),
             "loo_rank_correlation": info.get("loo_rank_correlation"),
@@ -122,6 +120,12 @@ def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
             for r in singles]
 
 
+def crossed(rows: list[dict], stock_kernel: dict, stock: dict | None, cyc: str) -> list[dict]:
+    """The simulated points of kernel x architecture: phase D's own points already pair the best kernel
+    with each architecture, and E adds the other crosses."""
+    return [r for r in rows if r["phase"] in "DE" and r[cyc] and r["kernel"] != stock_kernel and r["arch"] != stock]
+
+
 def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | None:
     """Does kernel x architecture beat the sum of its parts? The baseline, the best kernel on stock, the
     stock kernel on the best architecture of D, and the best of the cross, in kernel cycles (the launch
@@ -139,10 +143,7 @@ def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | Non
     kernel_only = min(r[cyc] for r in on_stock)
     arch_only = next((r[cyc] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
                       and r[cyc]), None)
-    # The best of kernel x architecture: phase D's own points already pair the best kernel with each
-    # architecture, and E adds the other crosses.
-    crossed = [r for r in rows if r["phase"] in "DE" and r[cyc] and r["kernel"] != stock_kernel and r["arch"] != stock]
-    both = min((r[cyc] for r in crossed), default=None)
+    both = min((r[cyc] for r in crossed(rows, stock_kernel, stock, cyc)), default=None)
     if arch_only is None or both is None:
         return None
     b = base[cyc]
@@ -193,7 +194,7 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
                    f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
                    + ("" if m.get("ptx") else "; no nvcc: PTX counts and registers estimated from the knobs"))
         parts.append(Section("model", "phase C: the model fitted on A and B, on points it did not see",
-                             ["#", "held out as", "predicted", "simulated", "error"], rows, caption))
+                             ["#", "held out as", "predicted", "simulated", "error"], rows, caption, chart="model"))
     if (pf := data.get("pareto")) and pf["front"]:
         budget = data.get("budget") or {}
         stock = pf.get("stock") or {}
@@ -206,7 +207,8 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
                      "best within budget" if best and p["seq"] == best["seq"] else ""] for p in front]
             parts.append(Section(f"pareto-{cost}", f"cycles against {cost}: the Pareto front (budget "
                                  + (f"+{fmt(limit, 'g')}% {cost})" if limit is not None else f"on {cost}: none)"),
-                                 ["#", "phase", "architecture", "area", "power", "cycles", ""], rows))
+                                 ["#", "phase", "architecture", "area", "power", "cycles", ""], rows,
+                                 chart="pareto" if cost == "power" else ""))
     return parts
 
 
@@ -229,4 +231,4 @@ def _phases(run_id: int, data: dict) -> Section:
                     "% of bound", "area"], rows,
                    "kernel cycles: the simulator's count without the kernel launch latency it includes; % of "
                    "bound is taken on them, against each point's own architecture; E's best is the best kernel × "
-                   "architecture point, phase D's included")
+                   "architecture point, phase D's included", chart="phases")
