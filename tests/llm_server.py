@@ -56,6 +56,17 @@ def stall(seconds: float) -> dict:
     return {"sleep": seconds}
 
 
+class Quiet(ThreadingHTTPServer):
+    """A client that gave up on a request (its timeout) closes the socket before the answer: that is the
+    scripted behaviour, not an error, and a traceback on stderr would land in a CliRunner's output."""
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class ScriptedServer:
     """Answers /v1/models with `models`, and each chat completion with the next step of `script`."""
 
@@ -154,7 +165,7 @@ class ScriptedServer:
                     "usage": {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout},
                 })
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = Quiet(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

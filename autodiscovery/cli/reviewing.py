@@ -1,0 +1,181 @@
+"""Commands that read what runs recorded: runs, show, lineage, report, diff, export, prompt."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.syntax import Syntax
+
+from autodiscovery import AutoDiscoveryError, display, report, runner
+from autodiscovery.cli.common import (
+    DbOption,
+    SetOption,
+    app,
+    console,
+    emit_json,
+    friendly,
+    say,
+    store,
+)
+
+
+@app.command()
+@friendly
+def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    campaign: Annotated[Optional[str], typer.Option(help="Only this campaign's runs.")] = None,
+    status: Annotated[Optional[str], typer.Option(help="Only runs with this status (running, finished, "
+                                                       "interrupted, failed).")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Only runs started since a date (2026-11-20) or an age "
+                                                      "(90m, 12h, 3d).")] = None,
+    db: DbOption = None,
+) -> None:
+    """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
+    rows = report.runs(store(db), campaign, status, report.parse_since(since) if since else None)
+    emit_json(rows) if as_json else console.print(display.runs_table(rows))
+
+
+@app.command()
+@friendly
+def show(
+    ref: Annotated[str, typer.Argument(help="RUN (e.g. 3) or RUN/CANDIDATE (e.g. 3/7).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+
+    db: DbOption = None,
+) -> None:
+    """A run (config, fingerprint, candidates) or one candidate (metrics, logs, source)."""
+    run_id, _, seq = ref.partition("/")
+    if not run_id.isdigit() or (seq and not seq.isdigit()):
+        raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
+    db = store(db)
+    if not seq:
+        data = report.show_run(db, int(run_id))
+        table, extra = report.summary(db, int(run_id))
+        calls = report.llm_summary(db, int(run_id))
+        if as_json:
+            return emit_json(data | {"harness": extra, "llm_summary": calls})
+        say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+        if data["config"].get("origin"):
+            say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
+        console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
+        console.print(display.candidates_table(data["candidates"], data["objective"]))
+        if table is not None:
+            console.print(table)
+        if calls:
+            console.print(display.llm_table(calls))
+        return
+    data = report.show_candidate(db, int(run_id), int(seq))
+    if as_json:
+        return emit_json(data)
+    say(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
+    say(f"hypothesis: {data['hypothesis']}")
+    if data["decision"]:
+        say(f"decision: {data['verdict']}: {data['decision']}")
+    console.print_json(json.dumps({"knobs": data["knobs"], "build": {k: data[k] for k in
+                       ("registers", "spill_stores", "spill_loads", "stack", "smem_static", "has_hgmma")},
+                       "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
+                                       for e in data["evaluations"] if e["kind"] != "profile"]}, default=str))
+    for e in data["evaluations"]:
+        if e["kind"] == "profile" and e["status"] == "ok" and "profile" in e["metrics"]:
+            console.print(display.profile_table(f"{run_id}/{seq}", e["metrics"]["profile"]))
+    for e in data["evaluations"]:
+        if e["log"]:
+            console.print(f"[bold]{e['kind']} log[/]\n{e['log']}", highlight=False)
+    if data["build"] and data["build"]["log"]:
+        console.print(f"[bold]build log[/]\n{data['build']['log']}", highlight=False)
+    console.print(Syntax(data["source"], "cuda", line_numbers=True))
+
+
+@app.command()
+@friendly
+def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
+            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+            tree: Annotated[bool, typer.Option("--tree", help="Every candidate under the one it was made from.")] = False,
+    db: DbOption = None,
+) -> None:
+    """The kept chain from the seed to the best: step, hypothesis, the objective, TFLOP/s, registers."""
+    db = store(db)
+    if tree:
+        rows = report.tree(db, run_id)
+        return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
+    rows = report.lineage(db, run_id)
+    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.objective_name(db, run_id)))
+
+
+@app.command("report")
+@friendly
+def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
+               as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+               out: Annotated[Optional[Path], typer.Option("--out", help="Write a self-contained HTML report "
+                                                                         "(charts inline, no network).")] = None,
+               png: Annotated[Optional[Path], typer.Option("--png", help="Write the charts as PNG images into "
+                                                                         "this folder.")] = None,
+               db: DbOption = None) -> None:
+    """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
+    db = store(db)
+    if out is not None or png is not None:
+        from autodiscovery import html_report
+
+        page, pngs = html_report.render(db, run_id, png)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(page)
+            say(f"wrote {out} ({len(page) // 1024} KB)")
+        for p in pngs:
+            say(f"wrote {p}")
+        return
+    table, data = report.summary(db, run_id)
+    if as_json:
+        return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
+    console.print(display.lineage_table(run_id, report.lineage(db, run_id), report.objective_name(db, run_id)))
+    if table is not None:
+        console.print(table)
+
+
+@app.command()
+@friendly
+def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).")],
+         b: Annotated[str, typer.Argument(help="Another candidate: RUN/SEQ (the run may differ).")],
+         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+         db: DbOption = None) -> None:
+    """The source diff of two candidates, with both candidates' metrics and knobs."""
+    data = report.diff(store(db), a, b)
+    if as_json:
+        return emit_json(data)
+    console.print(display.diff_table(data))
+    if data["diff"]:
+        console.print(Syntax(data["diff"], "diff", word_wrap=False))
+    else:
+        say("the two sources are identical")
+
+
+@app.command()
+@friendly
+def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
+           out: Annotated[Path, typer.Option(help="Where to write the best kernel's source.")],
+    db: DbOption = None,
+) -> None:
+    """Write the best kernel's source (its launch manifest included) and a JSON summary beside it."""
+    source, meta = report.export(store(db), run_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(source)
+    out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))
+    say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}) and {out}.json")
+
+
+@app.command()
+@friendly
+def prompt(ref: Annotated[str, typer.Argument(help="A candidate, RUN/SEQ, or RUN for its best.")],
+           set_: SetOption = None,
+           seed: Annotated[int, typer.Option(help="Seed of the inspirations' draw.")] = 0,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+           db: DbOption = None) -> None:
+    """The prompt the llm agent would send to change a recorded candidate: the rules, the hardware, the
+    kernel with its ptxas facts and profile, the lineage, inspirations and the last attempts."""
+    data = runner.prompt(ref, store(db), list(set_ or []), seed)
+    if as_json:
+        return emit_json(data)
+    sys.stdout.write(f"=== system ===\n{data['system']}\n=== user ===\n{data['user']}")
