@@ -74,8 +74,9 @@ class LlmClient:
 
     def preflight(self) -> None:
         """Before the run starts: the endpoint is reached, the key accepted, every model served, and each
-        model answers one tiny request made with the run's exact request fields. Any of these failing is
-        one line."""
+        model answers one tiny request made with the run's exact request fields. What a request retries
+        (429, 5xx, timeouts, dropped connections) is retried here the same way; a refusal that no retry
+        helps (a 400 naming a field, 401, 403, 404) stops the run at once. Either way, one line."""
         try:
             served = {m.id for m in self._reaching(self.client.models.list)}
         except openai.NotFoundError:  # no model listing here: the requests below say it
@@ -93,29 +94,38 @@ class LlmClient:
             except openai.NotFoundError as exc:
                 raise LlmError(f"{model.name} at {self.where} answered 404: {self._why(exc)}") from None
 
+    def _retrying(self) -> Retrying:
+        """The retry policy of every request: transient failures, backed off exponentially."""
+        return Retrying(retry=retry_if_exception_type(TRANSIENT), reraise=True,
+                        stop=stop_after_attempt(self.settings.retries + 1),
+                        wait=wait_exponential(multiplier=self.backoff_s, max=60))
+
     def _reaching(self, request):
-        """Run one request, turning an unreachable endpoint or a refused key into a one-line LlmError."""
+        """Run one preflight request with the request path's retries, turning what still fails (an
+        unreachable endpoint, a refused key, an error status) into a one-line LlmError."""
+        attempts = f"after {self.settings.retries + 1} attempts"
         try:
-            return request()
+            for attempt in self._retrying():
+                with attempt:
+                    return request()
         except openai.NotFoundError:
             raise
-        except openai.APIConnectionError as exc:
-            raise LlmError(f"LLM endpoint {self.where} is unreachable: {self._why(exc)}") from None
+        except openai.APIConnectionError as exc:  # timeouts included
+            raise LlmError(f"LLM endpoint {self.where} is unreachable ({attempts}): {self._why(exc)}") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError):
             raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
+        except TRANSIENT as exc:
+            raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code} {attempts}: "
+                           f"{self._why(exc)}") from None
         except openai.APIStatusError as exc:
             raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code}: {self._why(exc)}") from None
+        raise AssertionError("unreachable")
 
     def chat(self, model: LlmModel, messages: list[dict], heat: float = 0.0) -> tuple[str, list[int]]:
         """The reply's text (never its reasoning), and the ids of the logged calls (one per attempt)."""
         ids: list[int] = []
-        retrying = Retrying(
-            retry=retry_if_exception_type(TRANSIENT), reraise=True,
-            stop=stop_after_attempt(self.settings.retries + 1),
-            wait=wait_exponential(multiplier=self.backoff_s, max=60),
-        )
         try:
-            for attempt in retrying:
+            for attempt in self._retrying():
                 with attempt:
                     return self._once(model, messages, ids, heat), ids
         except TRANSIENT as exc:

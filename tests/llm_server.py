@@ -71,8 +71,11 @@ class ScriptedServer:
     """Answers /v1/models with `models`, and each chat completion with the next step of `script`."""
 
     def __init__(self, script: list[Step], models: tuple[str, ...] = ("scripted",), key: str | None = None,
-                 refuses: dict[str, dict[str, str]] | None = None, context: int | None = None) -> None:
+                 refuses: dict[str, dict[str, str]] | None = None, context: int | None = None,
+                 ping_script: list[dict] = ()) -> None:
         self.script = list(script)
+        self.ping_script = list(ping_script)
+        """How the preflight's pings are answered, one step each (`fail(...)`), before they are answered OK."""
         self.context = context
         """A context window in tokens (counted as the agent counts them: a tokenizer where one is
         installed): a request whose messages and output limit need more is answered 400, as vLLM does."""
@@ -130,6 +133,10 @@ class ScriptedServer:
                                        f"Unsupported value: '{param}' does not support this value with this model.",
                             "type": "invalid_request_error", "param": param, "code": "unsupported_parameter"}})
                 if ping:
+                    with server.lock:
+                        step = server.ping_script.pop(0) if server.ping_script else None
+                    if step is not None:
+                        return self._send(step["status"], {"error": {"message": step["error"], "type": "server_error"}})
                     return self._send(200, {
                         "id": "chatcmpl-ping", "object": "chat.completion", "created": 0, "model": body["model"],
                         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "OK"}}],

@@ -138,9 +138,9 @@ def test_token_budget_stops_the_run(tmp_path):
 def test_unreachable_endpoint_is_one_line(tmp_path):
     with ScriptedServer([]) as server:
         url = server.url
-    res = cli.invoke(app, ["run", "--model", "m", "--base-url", url, "--dry-run", "--db", str(tmp_path / "x.db")],
-                     env={"OPENAI_API_KEY": "k"})
-    assert res.exit_code == 2 and "is unreachable" in res.output
+    res = cli.invoke(app, ["run", "--model", "m", "--base-url", url, "--dry-run", "--db", str(tmp_path / "x.db"),
+                           *FAST], env={"OPENAI_API_KEY": "k"})
+    assert res.exit_code == 2 and "is unreachable (after 5 attempts)" in res.output
     assert len(res.output.strip().splitlines()) == 1
 
 
@@ -152,6 +152,39 @@ def test_rejected_key_and_unknown_model(tmp_path):
         res = cli.invoke(app, ["run", "--model", "nope", "--base-url", server.url, "--dry-run",
                                "--db", str(tmp_path / "x.db")], env={"OPENAI_API_KEY": "the-right-key"})
         assert res.exit_code == 2 and "model(s) nope not served" in res.output
+
+
+def preflight_with(ping_script: list[dict], retries: int = 4):
+    """The preflight against a server that answers its pings with `ping_script` first: (error or None,
+    the pings it sent)."""
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.llm import LlmClient, LlmError
+
+    with ScriptedServer([], ping_script=ping_script) as server:
+        c = campaigns.load("hopper-gemm", ["agent.kind=llm", f"agent.llm.base_url={server.url}",
+                                           "agent.llm.models=[{name: scripted}]", "agent.llm.backoff_s=0.01",
+                                           f"agent.llm.retries={retries}"])
+        try:
+            LlmClient(c.agent.llm).preflight()
+        except LlmError as exc:
+            return str(exc), server.pings
+        return None, server.pings
+
+
+def test_the_preflight_retries_what_a_request_retries():
+    """An endpoint that rate-limits or fails the first pings (429, 5xx) is retried with backoff, as every
+    request is; only when the retries are spent does the run stop, in one line."""
+    error, pings = preflight_with([fail(429, "slow down"), fail(503, "overloaded"), fail(429, "slow down")])
+    assert error is None and len(pings) == 4
+    error, pings = preflight_with([fail(429, "slow down")] * 3, retries=2)
+    assert len(pings) == 3 and "\n" not in error
+    assert "scripted" in error and "answered 429 after 3 attempts" in error and "slow down" in error
+
+
+def test_the_preflight_stops_at_once_on_a_refusal_no_retry_helps():
+    for status, said in ((400, "answered 400"), (401, "rejected the key"), (404, "answered 404")):
+        error, pings = preflight_with([fail(status, "no such thing")])
+        assert len(pings) == 1 and said in error and "\n" not in error
 
 
 def test_models_are_drawn_by_weight():
