@@ -328,6 +328,6 @@ def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: St
         campaign = load(name_or_path, [*overrides, f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
         h = harness or registry.harness(campaign.harness.name)(campaign)
         fingerprint = h.preflight()  # per shape: a baseline chosen for the shape is chosen again
-        run_id, rungs = Ladder(campaign, store, h, workers(harness), progress).climb(fingerprint, per_family, families)
+        run_id, rungs = Ladder(campaign, store, h, workers(h), progress).climb(fingerprint, per_family, families)
         out.append(((M, N, K), run_id, rungs))
     return out

@@ -166,6 +166,17 @@ class ReplayHarness(HarnessBase):
         return Outcome("ok", {"ratio": {"median": r, "ci_low": r * 0.995, "ci_high": r * 1.005}}, "", 0.01)
 
 
+class CampaignReplay(ReplayHarness):
+    """The replayed harness as a campaign names it (`--set harness.name=replay:CampaignReplay`): built by
+    the registry from the campaign, so a command goes its real way, with no harness handed in."""
+
+    class Settings(HopperGemmHarness.Settings):
+        name: str = "replay:CampaignReplay"
+
+    def __init__(self, campaign) -> None:
+        super().__init__(Space(campaign.agent.search.space))
+
+
 def load_recording(path) -> tuple[dict, dict[str, dict]]:
     """A run recorded on a real GPU (tests/data/*.json): its fingerprint and its evaluations by configuration."""
     data = json.loads(open(path).read())

@@ -142,6 +142,19 @@ def test_ladder_lists_each_familys_best(tmp_path, monkeypatch):
     assert finals == len(rungs)
 
 
+def test_the_ladder_command_as_a_user_runs_it(tmp_path, width):
+    """No harness handed in: the command builds it from the campaign, as on a GPU machine."""
+    res = invoke("--db", str(tmp_path / "l.db"), "ladder", "--shape", "2048", "--per-family", "2", "--family", "tiled",
+                 "--set", "harness.name=replay:CampaignReplay")
+    assert res.exit_code == 0, res.output
+    assert "ladder at" in res.output and "tiled" in res.output
+    rows = json.loads(invoke("--db", str(tmp_path / "l.db"), "ladder", "--shape", "2048", "--per-family", "2",
+                             "--family", "tiled", "--set", "harness.name=replay:CampaignReplay", "--json").output)
+    (shape,) = rows
+    assert shape["shape"] == [2048, 2048, 2048] and [r["family"] for r in shape["rungs"]] == ["tiled"]
+    assert shape["rungs"][0]["tried"] == 2 and shape["rungs"][0]["score"] > 0
+
+
 def test_ladder_shapes_are_checked():
     with pytest.raises(Exception, match="neither N nor MxNxK"):
         runner.parse_shape("4096x12")

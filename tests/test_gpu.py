@@ -128,6 +128,23 @@ def test_a_short_run(tmp_path, build_cache):
     assert run["fingerprint"]["cublas"] and run["fingerprint"]["sms"] >= 100
 
 
+def test_the_ladder_command(tmp_path, build_cache):
+    """`autodiscovery ladder` as a user types it: the harness comes from the campaign."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "ladder.db"), "ladder", "--shape", "2048", "--per-family",
+                                   "1", "--family", "tiled", "--family", "wgmma_tma", "--json",
+                                   "--set", f"harness.cache_dir={build_cache}"])
+    assert res.exit_code == 0, res.output
+    (shape,) = json.loads(res.output)
+    assert [r["family"] for r in shape["rungs"]] == ["tiled", "wgmma_tma"]
+    assert all(r["score"] > 0 and r["passed"] == 1 for r in shape["rungs"])
+
+
 @pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1000, 778, 520), (1000, 776, 520)])
 @pytest.mark.parametrize("family", [f.name for f in Space("hopper_gemm").ladder()])
 def test_every_family_default_passes_the_gate(build_cache, family, shape):
