@@ -6,10 +6,12 @@ import json
 import os
 import sys
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.store import Store
@@ -32,8 +34,9 @@ SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Override 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def store(db: str | None = None) -> Store:
-    return Store(db or state["db"])
+def store(db: str | None = None, create: bool = False) -> Store:
+    """The database of --db (or the default): read commands need one that exists; `create` makes it."""
+    return Store(db or state["db"], create=create)
 
 
 def friendly(fn):
@@ -43,18 +46,43 @@ def friendly(fn):
         try:
             return fn(*args, **kwargs)
         except AutoDiscoveryError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True, markup=True)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except (typer.Exit, KeyboardInterrupt):
             raise
         except Exception as exc:  # a bug of ours: say so in one line; the traceback on request
             if os.environ.get("AUTODISCOVERY_DEBUG"):
                 raise
-            err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} "
+            err.print(f"[bold red]internal error:[/] {type(exc).__name__}: {escape(' '.join(str(exc).split()))} "
                       "(set AUTODISCOVERY_DEBUG=1 for the traceback; what was recorded is kept)",
                       highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     return wrapper
+
+
+def destination(path: Path, folder: bool = False) -> Path:
+    """Where a command will write: a file whose folder exists or can be made (`folder`: a folder), or an
+    AutoDiscoveryError naming what is in the way, before any work is done."""
+    if not folder and path.is_dir():
+        raise AutoDiscoveryError(f"{path} is a folder: name a file to write (e.g. {path / 'report.html'})")
+    if folder and path.exists() and not path.is_dir():
+        raise AutoDiscoveryError(f"{path} is a file: name a folder for the images")
+    parent = path if folder else path.parent
+    if blocking := next((p for p in [parent, *parent.parents] if p.exists() and not p.is_dir()), None):
+        raise AutoDiscoveryError(f"cannot write {path}: {blocking} is a file, not a folder")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AutoDiscoveryError(f"cannot create the folder {exc.filename or path}: {exc.strerror}") from None
+    return path
+
+
+def write(path: Path, text: str) -> None:
+    """Write a file, or say in one line why it cannot be written."""
+    try:
+        destination(path).write_text(text)
+    except OSError as exc:
+        raise AutoDiscoveryError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def say(text: str) -> None:

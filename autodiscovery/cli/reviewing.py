@@ -16,10 +16,12 @@ from autodiscovery.cli.common import (
     SetOption,
     app,
     console,
+    destination,
     emit_json,
     friendly,
     say,
     store,
+    write,
 )
 
 
@@ -119,10 +121,16 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
     if out is not None or png is not None:
         from autodiscovery import html_report
 
-        page, pngs = html_report.render(db, run_id, png)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(page)
+            destination(out)
+        if png is not None:
+            destination(png, folder=True)
+        try:
+            page, pngs = html_report.render(db, run_id, png)
+        except OSError as exc:
+            raise AutoDiscoveryError(f"cannot write {exc.filename or png}: {exc.strerror}") from None
+        if out is not None:
+            write(out, page)
             say(f"wrote {out} ({len(page) // 1024} KB)")
         for p in pngs:
             say(f"wrote {p}")
@@ -160,9 +168,8 @@ def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
 ) -> None:
     """Write the best kernel's source (its launch manifest included) and a JSON summary beside it."""
     source, meta = report.export(store(db), run_id)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(source)
-    out.with_suffix(out.suffix + ".json").write_text(json.dumps(meta, indent=2, default=str))
+    write(out, source)
+    write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
     say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}) and {out}.json")
 
 

@@ -73,7 +73,7 @@ def run(
         raise AutoDiscoveryError("--resume continues a run and --from starts one: give one of them")
     if resume is None and from_ is None:  # validate the campaign before opening anything
         campaigns.load(campaign or "hopper-gemm", overrides)
-    db = store(db)
+    db = store(db, create=True)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
     stop, started = Stop(), []
 
@@ -154,7 +154,8 @@ def profile(
 ) -> None:
     """Nsight Compute on a candidate and on cuBLAS at the same shape (stored with a recorded candidate)."""
     with console.status(f"profiling {target} and the baseline under Nsight Compute"):
-        label, outcome = runner.profile(target, campaign, list(set_ or []), store(db))
+        recorded = "/" in target and not Path(target).exists()
+        label, outcome = runner.profile(target, campaign, list(set_ or []), store(db) if recorded else None)
     if outcome.status != "ok":
         raise AutoDiscoveryError(f"{label}: {outcome.status}: {outcome.log.splitlines()[0] if outcome.log else ''}")
     if as_json:
@@ -176,7 +177,7 @@ def ladder(
 ) -> None:
     """The best configuration of each kernel family at each shape, interleaved with cuBLAS."""
     with console.status("climbing the ladder") as status:
-        results = runner.ladder(campaign, list(set_ or []), shape, store(db), per_family, family,
+        results = runner.ladder(campaign, list(set_ or []), shape, store(db, create=True), per_family, family,
                                 progress=lambda msg: status.update(f"ladder: {msg}"))
     if as_json:
         return emit_json([{"shape": list(s), "run": run_id, "rungs": [r.row() for r in rungs]}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy import inspect
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from autodiscovery import ROOT, AutoDiscoveryError
@@ -30,9 +31,26 @@ class StoreError(AutoDiscoveryError):
     pass
 
 
-def why(exc: OperationalError) -> str:
+def shown(url: str) -> str:
+    """A database URL as messages and logs may show it: its password replaced."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def redact(text: str, url: str) -> str:
+    """`text` with the password of `url` taken out wherever it appears (a driver may echo it)."""
+    try:
+        password = make_url(url).password
+    except ArgumentError:
+        return text
+    return text.replace(str(password), "***") if password else text
+
+
+def why(exc: DatabaseError) -> str:
     """A database error in words a user can act on."""
-    text = str(exc.orig)
+    text = " ".join(str(exc.orig).split())
     if "locked" in text:
         return f"{text} (another process held the write lock for more than {BUSY_TIMEOUT_S} s)"
     if "readonly" in text or "read-only" in text:
@@ -51,35 +69,74 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
 
 
 class Store:
-    """Opens (and migrates) a database given a SQLAlchemy URL or a file path."""
+    """Opens (and migrates) a database given a SQLAlchemy URL or a file path. With `create` false (the
+    commands that only read) a database that does not exist yet is an error, never made."""
 
-    def __init__(self, url: str | Path | None = None) -> None:
-        self.url = self._url(url)
+    def __init__(self, url: str | Path | None = None, create: bool = True) -> None:
+        self.url = self._url(url, create)
+        self.shown = shown(self.url)
+        """The URL as messages show it, without its password."""
         try:
             self.engine: Engine = create_engine(self.url)
         except (ArgumentError, ImportError) as exc:
-            raise StoreError(f"database URL '{self.url}' is not usable: {exc}") from None
+            raise StoreError(f"database URL '{self.shown}' is not usable: {self._redact(exc)}") from None
         if self.engine.dialect.name == "sqlite":
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
+            self._ours(create)
             migrate(self.engine)
-        except OperationalError as exc:
-            raise StoreError(f"cannot open database {self.url}: {why(exc)}") from None
+        except DatabaseError as exc:
+            if "file is not a database" in str(exc.orig):
+                raise StoreError(f"{self._where()} is not an AutoDiscovery database (not an SQLite file)") from None
+            raise StoreError(f"cannot open database {self.shown}: {self._redact(why(exc))}") from None
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
 
+    def _redact(self, exc: object) -> str:
+        return redact(str(exc), self.url)
+
+    def _where(self) -> str:
+        path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+        return path if path and not path.startswith(("file:", ":memory:")) else self.shown
+
+    def _ours(self, create: bool) -> None:
+        """Refuse another program's database (tables, none of ours), and, unless `create`, an empty one."""
+        with self.engine.connect() as conn:
+            tables = set(inspect(conn).get_table_names())
+        if tables and "_migrations" not in tables:
+            raise StoreError(f"{self._where()} is not an AutoDiscovery database (it holds other tables: "
+                             f"{', '.join(sorted(tables)[:5])})")
+        if not tables and not create:
+            raise StoreError(f"no AutoDiscovery database at {self._where()}: nothing was recorded there "
+                             "(`autodiscovery run` creates one; --db names another)")
+
     @staticmethod
-    def _url(url: str | Path | None) -> str:
+    def _url(url: str | Path | None, create: bool = True) -> str:
         if url is None:
             url = DEFAULT_DB
         text = str(url)
         if "://" in text:
-            make_url(text)
+            try:
+                make_url(text)
+            except ArgumentError as exc:
+                raise StoreError(f"database URL '{shown(text)}' is not usable: {redact(str(exc), text)}") from None
             if text.startswith("sqlite:///") and not text.startswith(("sqlite:///:memory:", "sqlite:///file:")):
-                Path(text.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+                Store._folder(Path(text.removeprefix("sqlite:///")), create)
             return text
         path = Path(text).expanduser().resolve()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        Store._folder(path, create)
         return f"sqlite:///{path}"
+
+    @staticmethod
+    def _folder(path: Path, create: bool) -> None:
+        """The database file's folder, made for a new database; a reader finds the file or says so."""
+        if create:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of database {path}: {exc.strerror}") from None
+        elif not path.is_file():
+            raise StoreError(f"no AutoDiscovery database at {path}: the file does not exist "
+                             "(`autodiscovery run` creates one; --db names another)")
 
     def build_id(self, facts: dict) -> int:
         """The id of the build row with these facts' cache key, created on first sight: two processes
@@ -102,7 +159,8 @@ class Store:
             session.commit()
         except OperationalError as exc:
             session.rollback()
-            raise StoreError(f"cannot write database {self.url}: {why(exc)}; what was recorded before is kept, "
+            raise StoreError(f"cannot write database {self.shown}: {self._redact(why(exc))}; what was recorded "
+                             "before is kept, "
                              "and an interrupted run can be resumed") from None
         except BaseException:
             session.rollback()

@@ -1,0 +1,89 @@
+"""What a new user trips over: each mistake is one line on stderr that names it, with a non-zero exit,
+never a traceback, an "internal error" or a secret."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery.cli import app
+
+cli = CliRunner()
+
+
+def invoke(*args, **kwargs):
+    return cli.invoke(app, [str(a) for a in args], **kwargs)
+
+
+def one_line(res, code: int = 2) -> str:
+    assert res.exit_code == code, res.output
+    text = res.output.strip()
+    assert len(text.splitlines()) == 1 and "internal error" not in text and "Traceback" not in text, text
+    return text
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A database with one replayed run."""
+    from replay import ReplayHarness
+
+    from autodiscovery import runner
+    from autodiscovery.agents.search import SearchAgent
+    from autodiscovery.campaign import load
+    from autodiscovery.store import Store
+
+    path = tmp_path / "one.db"
+    campaign = load("hopper-gemm", ["budget.candidates=3"])
+    runner.start("hopper-gemm", ["budget.candidates=3"], Store(path), harness=ReplayHarness(SearchAgent(campaign).space))
+    return path
+
+
+def test_a_database_password_is_never_shown():
+    url = "postgresql+psycopg://someone:s3cret-pw@127.0.0.1:1/nothing"
+    for args in (["runs"], ["show", "1"], ["run", "--dry-run", "--quiet"]):
+        res = invoke("--db", url, *args)
+        text = one_line(res)
+        assert "s3cret-pw" not in res.output and "someone:***@127.0.0.1:1/nothing" in text
+
+
+def test_a_file_that_is_not_a_database_is_named(tmp_path):
+    junk = tmp_path / "notes.txt"
+    junk.write_text("these are my notes, not a database\n" * 100)
+    for args in (["runs"], ["show", "1"], ["report", "1"]):
+        text = one_line(invoke("--db", junk, *args))
+        assert text == f"error: {junk} is not an AutoDiscovery database (not an SQLite file)"
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE inventory (item TEXT)")
+    text = one_line(invoke("--db", other, "run", "--dry-run", "--quiet"))
+    assert f"{other} is not an AutoDiscovery database (it holds other tables: inventory)" in text
+    with sqlite3.connect(other) as conn:  # nothing of ours was added to it
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["inventory"]
+
+
+def test_read_commands_never_create_a_database(tmp_path):
+    missing = tmp_path / "no-such-folder" / "runs.db"
+    for args in (["runs"], ["show", "1"], ["lineage", "1"], ["report", "1"], ["export", "1", "--out", tmp_path / "x.cu"],
+                 ["diff", "1/0", "1/1"], ["prompt", "1"]):
+        text = one_line(invoke("--db", missing, *args))
+        assert f"no AutoDiscovery database at {missing}: the file does not exist" in text
+    assert not missing.parent.exists()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    assert "nothing was recorded there" in one_line(invoke("--db", empty, "runs"))
+
+
+def test_report_and_export_destinations_that_cannot_be_written(recorded, tmp_path):
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    assert f"{folder} is a folder: name a file to write" in one_line(invoke("--db", recorded, "report", "1", "--out", folder))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    text = one_line(invoke("--db", recorded, "report", "1", "--out", blocker / "sub" / "r.html"))
+    assert text == f"error: cannot write {blocker / 'sub' / 'r.html'}: {blocker} is a file, not a folder"
+    assert "is a file: name a folder" in one_line(invoke("--db", recorded, "report", "1", "--png", blocker))
+    text = one_line(invoke("--db", recorded, "export", "1", "--out", blocker / "best.cu"))
+    assert text == f"error: cannot write {blocker / 'best.cu'}: {blocker} is a file, not a folder"
+    assert f"{folder} is a folder" in one_line(invoke("--db", recorded, "export", "1", "--out", folder))
