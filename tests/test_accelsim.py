@@ -18,11 +18,10 @@ from harnesses.accelsim.arch import ArchError, Architecture, block, option_value
 from harnesses.accelsim.model import predict
 from harnesses.hopper_gemm.build import BuildReport
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "accelsim"
-RUNS = SHARED / "sample-logs" / "own-ptx-mode-runs_SM80_A100_32SM_wmma"
-BASE = SHARED / "SM80_A100" / "gpgpusim.config"
+GPGPUSIM = Path(__file__).parent / "data" / "gpgpusim"  # real simulator output, trimmed (see its README)
+RUNS = GPGPUSIM / "A100_32SM_wmma"
+BASE = GPGPUSIM / "SM80_A100" / "gpgpusim.config"
 STANDIN = Path(__file__).parent / "standin_sim.py"
-pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/accelsim")
 
 
 def log(name: str) -> str:

@@ -23,13 +23,12 @@ from harnesses.accelsim.model import (Fit, blocks_per_sm, conflict_degree, layou
 from harnesses.accelsim.platform import STOCK, Platform
 from replay import offline_agent, recorded_facts
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "accelsim"
-A100 = SHARED / "SM80_A100" / "gpgpusim.config"
-RECORDED_LOG = SHARED / "sample-logs" / "own-ptx-mode-runs_SM80_A100_32SM_wmma" / "vec_512" / "sim.log"
+GPGPUSIM = Path(__file__).parent / "data" / "gpgpusim"  # real simulator output, trimmed (see its README)
+A100 = GPGPUSIM / "SM80_A100" / "gpgpusim.config"
+RECORDED_LOG = GPGPUSIM / "A100_32SM_wmma" / "vec_512" / "sim.log"
 MODEL_DATA = json.loads((Path(__file__).parent / "data" / "edge_512_model.json").read_text())
 STOCK_ARCH = {"scheduler": "lrr", "dram_latency": 190, "l2_rop_latency": 200, "shmem_banks": 32, "tensor_latency": 25,
               "tensor_initiation": 16, "registers_per_sm": 65536, "sms": 32}
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/accelsim")
 
 
 def test_every_field_of_the_platform_is_written_once_with_its_description():
@@ -45,7 +44,6 @@ def test_every_field_of_the_platform_is_written_once_with_its_description():
     assert text.isascii()  # the simulator's option parser reads bytes
 
 
-@needs_shared
 def test_the_platform_is_the_public_a100_config_with_32_sms():
     public = option_values(A100.read_text())
     ours = STOCK.options()
@@ -55,7 +53,6 @@ def test_the_platform_is_the_public_a100_config_with_32_sms():
                       "-enable_ptx_file_line_stats": ("1", "0")}
 
 
-@needs_shared
 def test_the_rendered_config_round_trips_through_the_simulators_echo():
     """A real GPGPU-Sim run of the 32-SM A100 config printed every option as it parsed it: each value we
     render is the value it used."""
