@@ -174,8 +174,9 @@ class HarnessBase:
         return []
 
     @staticmethod
-    def doctor(settings: Any) -> list[tuple[str, str | None, str]]:
-        """(what, where it was found or None, what to do if missing) for `autodiscovery doctor`."""
+    def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
+        """(what, where it was found or None, what to do if missing, whether this campaign needs it) for
+        `autodiscovery doctor`: what `run` would find missing, so that the two agree."""
         return []
 
     def prompt_facts(self) -> dict:

@@ -87,3 +87,15 @@ def test_report_and_export_destinations_that_cannot_be_written(recorded, tmp_pat
     text = one_line(invoke("--db", recorded, "export", "1", "--out", blocker / "best.cu"))
     assert text == f"error: cannot write {blocker / 'best.cu'}: {blocker} is a file, not a folder"
     assert f"{folder} is a folder" in one_line(invoke("--db", recorded, "export", "1", "--out", folder))
+
+
+def test_why_cuda_sees_no_device_is_said_in_words():
+    """What the evaluation child says when CUDA cannot start: never a kernel fault (no kernel ran)."""
+    from harnesses.hopper_gemm.worker import no_device
+
+    assert no_device("CUDA_ERROR_NO_DEVICE", "") == \
+        "no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES is '')"
+    assert no_device("CUDA_ERROR_NO_DEVICE", None) == "no CUDA device is visible to this process"
+    assert "stub" in no_device("CUDA_ERROR_STUB_LIBRARY", None)
+    assert "update the driver" in no_device("CUDA_ERROR_INSUFFICIENT_DRIVER", None)
+    assert no_device("CUDA_ERROR_UNKNOWN", None) == "CUDA cannot start (CUDA_ERROR_UNKNOWN)"

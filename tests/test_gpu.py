@@ -128,6 +128,29 @@ def test_a_short_run(tmp_path, build_cache):
     assert run["fingerprint"]["cublas"] and run["fingerprint"]["sms"] >= 100
 
 
+def test_a_machine_whose_gpu_is_hidden_says_so(tmp_path, build_cache, monkeypatch):
+    """The driver is there, no device is visible: every command that needs the GPU says that, and doctor
+    finds what run finds (exit 1)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    cache = f"harness.cache_dir={build_cache}"
+    seed = campaigns.load("hopper-gemm").seed_path()
+    said = "no usable NVIDIA GPU: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES is '')"
+    for args in (["measure", str(seed), "--set", cache], ["run", "--quiet", "--set", cache],
+                 ["ladder", "--shape", "256", "--family", "tiled", "--set", cache]):
+        res = CliRunner().invoke(app, ["--db", str(tmp_path / "x.db"), *args])
+        assert res.exit_code == 2 and said in res.output and "fault" not in res.output, res.output
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "hopper-gemm", "--json"])
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert res.exit_code == 1 and rows["Hopper GPU (sm_90a)"]["found"] is None
+    assert said in rows["Hopper GPU (sm_90a)"]["if_missing"]
+
+
 def test_the_ladder_command(tmp_path, build_cache):
     """`autodiscovery ladder` as a user types it: the harness comes from the campaign."""
     import json

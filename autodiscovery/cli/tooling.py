@@ -18,7 +18,8 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
     c = campaigns.load(campaign)
-    rows = [(*r, True)[:4] for r in registry.harness(c.harness.name).doctor(c.harness)]  # (tool, path, hint, needed)
+    with console.status(f"checking what {c.name} needs"):
+        rows = registry.harness(c.harness.name).doctor(c)  # (tool, where found, hint, needed)
     if as_json:
         emit_json([{"tool": what, "found": path, "if_missing": None if path else hint, "needed": needed}
                    for what, path, hint, needed in rows])

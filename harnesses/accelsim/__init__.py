@@ -291,9 +291,10 @@ class AccelsimHarness(HarnessBase):
         return report.phases_table(run_id, data)
 
     @staticmethod
-    def doctor(settings: Settings) -> list[tuple[str, str | None, str, bool]]:
+    def doctor(campaign) -> list[tuple[str, str | None, str, bool]]:
         """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
         mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart)."""
+        settings = campaign.harness
         mode = {"accel-sim.out (trace mode)"} if settings.traces else {"GPGPU-Sim", "GPGPU-Sim libcudart"}
         needed = mode | {"CUDA 11 nvcc", "base gpgpusim.config"}
         return [(f.what, f.path, f.hint, f.what in needed) for f in tools.survey(settings)]

@@ -99,7 +99,7 @@ class HopperGemmHarness(HarnessBase):
                                "H100/H200 with its driver") from None
         gpus = self._choose() if self.settings.gpus is not None else None
         job = {"mode": "fingerprint", "baseline": self.settings.baseline, "shape": list(self.shape),
-               "helpers": self.helpers()}
+               "helpers": self.helpers() if self.settings.baseline == "best_lt" else None}
         out = self._child(job, timeout_s=180, gpu=gpus[0] if gpus else None)
         if out.status != "ok":
             raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
@@ -191,16 +191,27 @@ class HopperGemmHarness(HarnessBase):
                 "compile": " ".join(["nvcc -cubin", *gencode(self.settings.arch), *self.settings.nvcc_flags]),
                 "arch": self.settings.arch, "dtype_in": p.dtype_in, "dtype_out": p.dtype_out}
 
-    @staticmethod
-    def doctor(settings: Settings) -> list[tuple[str, str | None, str]]:
+    @classmethod
+    def doctor(cls, campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
+        """nvcc, the driver, and the GPU as `run` finds it (the same preflight, so doctor and run agree)."""
         import ctypes.util
 
+        settings = campaign.harness
         try:
             nv = nvcc_version(settings.nvcc)
         except ToolchainError:
             nv = None
-        return [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH"),
-                ("NVIDIA driver (libcuda)", ctypes.util.find_library("cuda"), "install the NVIDIA driver")]
+        driver = ctypes.util.find_library("cuda")
+        gpu, why = None, "needs nvcc and the driver above"
+        if nv and driver:
+            try:
+                fp = cls(campaign).preflight()
+                gpu = f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
+            except AutoDiscoveryError as exc:
+                why = str(exc)
+        return [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH", True),
+                ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
+                ("Hopper GPU (sm_90a)", gpu, why, True)]
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Launch:

@@ -17,14 +17,53 @@ import numpy as np
 T0 = time.perf_counter()
 
 
+class NoDevice(Exception):
+    """CUDA cannot start, or sees no device: no kernel ran, so nothing is anyone's fault but the set-up's."""
+
+
+WHY_NO_DEVICE = {
+    "CUDA_ERROR_NO_DEVICE": "no CUDA device is visible to this process",
+    "CUDA_ERROR_STUB_LIBRARY": "the libcuda loaded is the CUDA toolkit's stub, not a driver: install the NVIDIA driver",
+    "CUDA_ERROR_INSUFFICIENT_DRIVER": "the NVIDIA driver is older than this CUDA needs: update the driver",
+    "CUDA_ERROR_NOT_PERMITTED": "this process may not use the GPU",
+    "CUDA_ERROR_DEVICE_UNAVAILABLE": "the GPU is busy or unavailable (exclusive mode, or held by another process)",
+}
+
+
+def no_device(error: str, visible: str | None) -> str:
+    """Why CUDA sees no device, in words: `error` is the driver's error name, `visible` the
+    CUDA_VISIBLE_DEVICES this process was given (None: unset)."""
+    why = WHY_NO_DEVICE.get(error, f"CUDA cannot start ({error})")
+    if visible is not None and error in ("CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INVALID_DEVICE"):
+        why = f"no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES is '{visible}')"
+    return why
+
+
+def devices() -> int:
+    """How many CUDA devices this process sees, through the driver; NoDevice with the reason in words
+    when CUDA cannot start or sees none."""
+    from cuda.bindings import driver as cu
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    err, = cu.cuInit(0)
+    if err == cu.CUresult.CUDA_SUCCESS:
+        err, count = cu.cuDeviceGetCount()
+        if err == cu.CUresult.CUDA_SUCCESS and count == 0:
+            err = cu.CUresult.CUDA_ERROR_NO_DEVICE
+    if err != cu.CUresult.CUDA_SUCCESS:
+        _, name = cu.cuGetErrorName(err)
+        raise NoDevice(no_device(name.decode() if name else str(err), visible))
+    return count
+
+
 def fingerprint(job: dict) -> dict:
     import cupy as cp
     from cuda.bindings import driver as cu
 
     from harnesses.hopper_gemm.gpu import Cublas, check, device_info
 
+    devices()
     info = device_info()
-    check(cu.cuInit(0))
     drv = check(cu.cuDriverGetVersion())
     out = {
         "gpu": info.name, "sms": info.sms, "cc": info.cc, "l2_bytes": info.l2_bytes,
@@ -260,9 +299,7 @@ def main() -> int:
         if job["mode"] == "fingerprint":
             result = {"status": "ok", "metrics": fingerprint(job), "log": ""}
         elif job["mode"] == "count":
-            import cupy as cp
-
-            result = {"status": "ok", "metrics": {"device_count": cp.cuda.runtime.getDeviceCount()}, "log": ""}
+            result = {"status": "ok", "metrics": {"device_count": devices()}, "log": ""}
         elif job["mode"] == "calibrate":
             result = calibrate(job)
         elif job["mode"] == "profile":
@@ -271,8 +308,10 @@ def main() -> int:
             result = replay(job)
         else:
             result = benchmark(job)
+    except NoDevice as exc:  # nothing ran: the machine, not a kernel
+        result = {"status": "crashed", "metrics": {}, "log": str(exc)}
     except Exception as exc:  # a CUDA error or a failed launch: this candidate crashed
-        fault = sticky_error()
+        fault = sticky_error() if job["mode"] not in ("fingerprint", "count") else ""
         said = f"the GPU reported {fault} (a fault in a kernel: most likely the candidate's)\n" if fault else ""
         result = {"status": "crashed", "metrics": {},
                   "log": f"{said}{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"}
