@@ -267,35 +267,56 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     try:
         node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
-        raise CampaignError(f"override '{assignment}': value is not valid YAML ({exc.problem})") from None
+        raise CampaignError(f"--set {assignment}: the value is not valid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
-def _error(exc: ValidationError, source: str, prefix: tuple = ()) -> CampaignError:
+def blame(where: str, source: str, overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """Who set the field at `where`: the last `--set` that touched it, else the campaign's source."""
+    for assignment in reversed(overrides):
+        key = assignment.partition("=")[0].strip()
+        if where == key or where.startswith(key + ".") or key.startswith(where + "."):
+            return f"--set {assignment}"
+    return source
+
+
+def _error(exc: ValidationError, source: str, prefix: tuple = (), overrides=()) -> CampaignError:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in (*prefix, *err["loc"])) or "(top level)"
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return CampaignError(f"{source}: {where}: {err['msg']}{more}")
+    msg = err["msg"].removeprefix("Value error, ")
+    return CampaignError(f"{blame(where, source, overrides)}: {where}: {msg}{more}")
 
 
-def validate(data: dict[str, Any], source: str = "campaign") -> Campaign:
-    """The campaign, its `harness:` section validated by the settings model of the harness it names."""
+def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str] | tuple[str, ...] = ()) -> Campaign:
+    """The campaign, its `harness:` section validated by the settings model of the harness it names; an
+    error names the `--set` (of `overrides`) that gave the bad value, else `source`."""
     from autodiscovery import registry
 
     section = data.get("harness") or {}
     if not isinstance(section, dict):
-        raise CampaignError(f"{source}: harness: must be a mapping with a name")
+        raise CampaignError(f"{blame('harness', source, overrides)}: harness: must be a mapping with a name")
     try:
         settings_model = registry.harness(section.get("name", "hopper_gemm")).Settings
     except AutoDiscoveryError as exc:
-        raise CampaignError(f"{source}: harness.name: {exc}") from None
+        raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {exc}") from None
     try:
         settings = settings_model.model_validate(section)
     except ValidationError as exc:
-        raise _error(exc, source, ("harness",)) from None
+        raise _error(exc, source, ("harness",), overrides) from None
     try:
         return Campaign.model_validate({**data, "harness": settings})
     except ValidationError as exc:
-        raise _error(exc, source) from None
+        raise _error(exc, source, (), overrides) from None
+
+
+def yaml_error(exc: yaml.YAMLError) -> str:
+    """A YAML error as one line: the line where the construct that broke began (the parser notices on
+    a later one), and the parser's reason."""
+    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+    problem = " ".join(filter(None, [getattr(exc, "problem", None), getattr(exc, "context", None)
+                                     and f"({exc.context})"]))
+    at = f"line {mark.line + 1}: " if mark else ""
+    return f"{at}not valid YAML: {problem or exc}"
 
 
 def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Campaign:
@@ -303,15 +324,13 @@ def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Camp
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise CampaignError(f"{path.name}: not valid YAML{at}") from None
+        raise CampaignError(f"{path.name}: {yaml_error(exc)}") from None
     if not isinstance(data, dict):
         raise CampaignError(f"{path.name}: the top level must be a mapping of sections")
     data = copy.deepcopy(data)
     for assignment in overrides:
         apply_override(data, assignment)
-    campaign = validate(data, path.name)
+    campaign = validate(data, path.name, overrides)
     if not campaign.seed_path().is_file():
-        raise CampaignError(f"{path.name}: seed: file not found: {campaign.seed_path()}")
+        raise CampaignError(f"{blame('seed', path.name, overrides)}: seed: file not found: {campaign.seed_path()}")
     return campaign

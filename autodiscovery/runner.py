@@ -75,7 +75,7 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
         else:
             for assignment in overrides:
                 apply_override(config, assignment)
-        campaign = validate(config, f"campaign of run {from_.partition('/')[0]}")
+        campaign = validate(config, f"campaign of run {from_.partition('/')[0]}", overrides)
     harness, agent = prepare(campaign, harness)
     seed = seed or agent.seed_proposal(campaign)
     harness.check(seed.source)  # a shape the seed cannot take is refused now
@@ -106,7 +106,7 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
     before = _flat(validate(config, f"run {run_id} config").model_dump(mode="json"))
     for assignment in overrides:
         apply_override(config, assignment)
-    campaign = validate(config, f"run {run_id} config")
+    campaign = validate(config, f"run {run_id} config", overrides)
     after = _flat(campaign.model_dump(mode="json"))
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key) and not key.startswith(MAY_CHANGE_ON_RESUME):
@@ -178,7 +178,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store, 
             config, source, candidate_id = dict(run.config), c.source, c.id
         for assignment in overrides:
             apply_override(config, assignment)
-        campaign = validate(config, f"run {run_id} config")
+        campaign = validate(config, f"run {run_id} config", overrides)
     else:
         path = Path(target)
         if not path.is_file():
@@ -216,7 +216,7 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
         fingerprint = dict(Run.find(s, run_id).fingerprint)
     for assignment in overrides:
         apply_override(config, assignment)
-    campaign = validate(config, f"run {run_id} config")
+    campaign = validate(config, f"run {run_id} config", overrides)
     harness = harness or registry.harness(campaign.harness.name)(campaign)
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
     programs = Programs.of(history, near=campaign.agent.llm.near_miss)
@@ -250,7 +250,7 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
         config, recorded_fp = dict(run.config), dict(run.fingerprint)
     for assignment in overrides:
         apply_override(config, assignment)
-    campaign = validate(config, f"run {run_id} config")
+    campaign = validate(config, f"run {run_id} config", overrides)
     harness = harness or registry.harness(campaign.harness.name)(campaign)
     progress("checking this machine")
     fingerprint = harness.preflight()

@@ -41,11 +41,31 @@ def test_bad_overrides_name_the_key(override, message):
     assert "\n" not in str(exc.value)
 
 
+def test_a_bad_value_is_blamed_on_the_set_that_gave_it():
+    with pytest.raises(CampaignError) as exc:
+        campaigns.load("hopper-gemm", ["budget.candidates=12", "problem.M=abc"])
+    assert str(exc.value).startswith("--set problem.M=abc: problem.M: Input should be a valid integer")
+    with pytest.raises(CampaignError) as exc:
+        campaigns.load("hopper-gemm", ["harness.nvcc_flags=[-O2]", "harness.warmup_ms=-1"])
+    assert str(exc.value).startswith("--set harness.warmup_ms=-1: harness.warmup_ms: ")
+    with pytest.raises(CampaignError) as exc:
+        campaigns.load("hopper-gemm", ["seed=hopper_gemm/missing.cu"])
+    assert str(exc.value).startswith("--set seed=hopper_gemm/missing.cu: seed: file not found")
+    with pytest.raises(CampaignError, match=r"^--set stop.target=\[1: the value is not valid YAML: "):
+        campaigns.load("hopper-gemm", ["stop.target=[1"])
+
+
 def test_broken_files(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nproblem: [1, 2\n")
-    with pytest.raises(CampaignError, match=r"bad.yaml: not valid YAML at line"):
+    with pytest.raises(CampaignError, match=r"bad.yaml: line 2: not valid YAML: expected ',' or ']'"):
         campaigns.load(str(bad))
+    colon = tmp_path / "colon.yaml"
+    colon.write_text("name: x\nproblem:\n  M: 1024\n  N 1024\n  K: 1024\nbudget: {candidates: 3}\n")
+    with pytest.raises(CampaignError) as exc:
+        campaigns.load(str(colon))
+    assert str(exc.value) == ("colon.yaml: line 4: not valid YAML: could not find expected ':' "
+                              "(while scanning a simple key)")
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("name: x\nharnes: {}\n")
     with pytest.raises(CampaignError, match=r"unknown.yaml: harnes: Extra inputs are not permitted"):

@@ -99,3 +99,21 @@ def test_why_cuda_sees_no_device_is_said_in_words():
     assert "stub" in no_device("CUDA_ERROR_STUB_LIBRARY", None)
     assert "update the driver" in no_device("CUDA_ERROR_INSUFFICIENT_DRIVER", None)
     assert no_device("CUDA_ERROR_UNKNOWN", None) == "CUDA cannot start (CUDA_ERROR_UNKNOWN)"
+
+
+def test_values_are_checked_and_the_accepted_ones_listed(recorded):
+    text = one_line(invoke("--db", recorded, "runs", "--status", "bogus"))
+    assert text == "error: --status 'bogus' is not a run status (running, finished, interrupted, failed)"
+    assert one_line(invoke("run", "--gpus", "abc")) == "error: --gpus 'abc': give all, a count (2) or GPU indices (0,1)"
+    text = one_line(invoke("run", "--set", "harness.gpus=abc"))
+    assert text == ("error: --set harness.gpus=abc: harness.gpus: 'abc' is none of: all, a count of GPUs (2), "
+                    "a list of GPU indices ([0, 1])")
+
+
+def test_help_keeps_text_in_brackets():
+    import re
+
+    res = invoke("run", "--help")
+    assert res.exit_code == 0
+    flat = re.sub(r"[│\s]+", " ", res.output)
+    assert "or path to a YAML file (default: hopper-gemm; with --from, that run's campaign)." in flat

@@ -23,6 +23,7 @@ from autodiscovery.cli.common import (
     store,
     write,
 )
+from autodiscovery.store import RunStatus
 
 
 @app.command()
@@ -36,6 +37,9 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
     db: DbOption = None,
 ) -> None:
     """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
+    statuses = [s.value for s in RunStatus]
+    if status is not None and status not in statuses:
+        raise AutoDiscoveryError(f"--status '{status}' is not a run status ({', '.join(statuses)})")
     rows = report.runs(store(db), campaign, status, report.parse_since(since) if since else None)
     emit_json(rows) if as_json else console.print(display.runs_table(rows))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 from typing import Annotated, Optional
@@ -29,8 +30,8 @@ from autodiscovery.loop import Stop
 @friendly
 def run(
     campaign: Annotated[Optional[str], typer.Option(
-        help="Campaign name (see `campaigns`) or path to a YAML file [default: hopper-gemm; with --from, that "
-             "run's campaign].")] = None,
+        help="Campaign name (see `campaigns`) or path to a YAML file (default: hopper-gemm; with --from, that "
+             "run's campaign).")] = None,
     set_: SetOption = None,
     resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
     from_: Annotated[Optional[str], typer.Option(
@@ -68,6 +69,8 @@ def run(
         overrides.append(f"executor.address={json.dumps(address)}")
     if gpus is not None:
         text = gpus.strip()
+        if not (text == "all" or re.fullmatch(r"\d+(\s*,\s*\d+)*", text)):
+            raise AutoDiscoveryError(f"--gpus '{gpus}': give all, a count (2) or GPU indices (0,1)")
         overrides.append(f"harness.gpus={text if text == 'all' or text.isdigit() else '[' + text + ']'}")
     if resume is not None and from_ is not None:
         raise AutoDiscoveryError("--resume continues a run and --from starts one: give one of them")

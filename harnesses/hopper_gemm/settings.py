@@ -62,6 +62,15 @@ class Settings(Strict):
     a count (the first N), or a list of indices. Every one must be the same GPU model; a head-to-head
     runs both kernels on one GPU."""
 
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus_form(cls, v):
+        ok = v is None or v == "all" or (isinstance(v, int) and not isinstance(v, bool)) or (
+            isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v))
+        if not ok:
+            raise ValueError(f"{v!r} is none of: all, a count of GPUs (2), a list of GPU indices ([0, 1])")
+        return v
+
     @field_validator("gpus")
     @classmethod
     def _gpus(cls, v):
