@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -91,12 +92,20 @@ class LiveDisplay:
 
 
 def runs_table(rows: list[dict]) -> Table:
-    t = Table(title="runs")
-    for col in ("run", "campaign", "agent", "status", "candidates", "best", "best TFLOP/s", "device", "started"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(str(r["id"]), r["campaign"], r["agent"], r["status"], str(r["candidates"]), r["best_text"],
-                  fmt(r["best_tflops"], ".1f"), r["device"] or "", r["created_at"][:19])
+    """One line a run, read whole at 80 columns: only the campaign's name folds when it is long."""
+    cells = [[str(r["id"]), r["campaign"], r["agent"], r["status"],
+              str(r["evaluated"]) + (f" +{r['proposed']}" if r["proposed"] else ""), r["best_text"],
+              r["created_at"][:10]] for r in rows]
+    left_proposed = any(r["proposed"] for r in rows)
+    t = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), show_edge=False,
+              caption="+N: candidates left proposed, not evaluated when the run stopped" if left_proposed else None)
+    for i, col in enumerate(("run", "campaign", "agent", "status", "evaluated", "best", "started")):
+        fold = col == "campaign"
+        t.add_column(col, no_wrap=not fold, overflow="fold" if fold else "ellipsis",
+                     justify="right" if col in ("run", "evaluated", "best") else "left",
+                     min_width=None if fold else max([len(col), *(len(c[i]) for c in cells)]))
+    for c in cells:
+        t.add_row(*c)
     return t
 
 

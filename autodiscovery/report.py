@@ -90,7 +90,7 @@ def runs(store: Store, campaign: str | None = None, status: str | None = None,
             out.append({
                 "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
                 "stop_reason": run.stop_reason,
-                "candidates": sum(c.status != "proposed" for c in run.candidates),
+                **tally(c.status for c in run.candidates),
                 "rejected": sum(c.status == "rejected" for c in run.candidates),
                 "objective": objective.name, "best_seq": run.best.seq if run.best else None,
                 "best_score": best.get("score"), "best_text": best.get("score_text", "–"),
@@ -99,6 +99,18 @@ def runs(store: Store, campaign: str | None = None, status: str | None = None,
                 "elapsed_s": run.elapsed_s,
             })
         return out
+
+
+def tally(statuses) -> dict[str, int]:
+    """How many candidates were evaluated (every one processed, refusals included: what the budget
+    counts) and how many were left proposed (recorded, not yet evaluated when the run stopped)."""
+    statuses = list(statuses)
+    return {"evaluated": sum(s != "proposed" for s in statuses), "proposed": sum(s == "proposed" for s in statuses)}
+
+
+def tally_text(t: dict[str, int]) -> str:
+    """The tally as every view says it: '27 evaluated' or '27 evaluated, 2 left proposed'."""
+    return f"{t['evaluated']} evaluated" + (f", {t['proposed']} left proposed" if t["proposed"] else "")
 
 
 def candidate_row(c: Candidate, objective: Objective) -> dict:
@@ -124,6 +136,7 @@ def show_run(store: Store, run_id: int) -> dict:
             "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
             "stop_reason": run.stop_reason, "created_at": run.created_at.isoformat(), "elapsed_s": run.elapsed_s,
             "best_seq": run.best.seq if run.best else None, "objective": objective_of(run).name,
+            **tally(c.status for c in run.candidates),
             "config": run.config, "fingerprint": run.fingerprint,
             "candidates": [candidate_row(c, objective_of(run)) | {"source": c.source} for c in run.candidates],
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,

@@ -37,7 +37,7 @@ def test_campaigns_lists_what_ships():
 
 def test_runs_show_lineage_json(db):
     rows = json.loads(invoke("--db", db, "runs", "--json").output)
-    assert len(rows) == 1 and rows[0]["status"] == "finished" and rows[0]["candidates"] == 6
+    assert len(rows) == 1 and rows[0]["status"] == "finished" and rows[0]["evaluated"] == 6
     assert rows[0]["best_score"] > 0.1 and rows[0]["device"] == "Replayed NVIDIA H100"
 
     run = json.loads(invoke("--db", db, "show", "1", "--json").output)

@@ -63,7 +63,8 @@ def show(
         calls = report.llm_summary(db, int(run_id))
         if as_json:
             return emit_json(data | {"harness": extra, "llm_summary": calls})
-        say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+        say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']}) · "
+            f"{report.tally_text(data)}")
         if data["config"].get("origin"):
             say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))

@@ -111,7 +111,7 @@ def run(
         raise typer.Exit(130)
     if dry_run:
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
-                      f"{summary['candidates']} candidates built. See `autodiscovery show {run_id}`.")
+                      f"{summary['evaluated']} candidates built. See `autodiscovery show {run_id}`.")
         if summary["status"] == "failed":
             raise typer.Exit(1)
         return
