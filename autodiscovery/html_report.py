@@ -13,6 +13,7 @@ import io
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
@@ -250,6 +251,39 @@ def figures(data: dict) -> Figures:
     return figs
 
 
+def _utc(when: datetime | str) -> datetime:
+    """A time as UTC to the second; the database's times are naive UTC."""
+    when = datetime.fromisoformat(when) if isinstance(when, str) else when
+    when = when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when.replace(microsecond=0)
+
+
+def _time_html(when: datetime | str) -> Markup:
+    """`2026-11-20 08:01:02 UTC`, in a <time> element."""
+    t = _utc(when)
+    return Markup('<time datetime="{}">{}</time>').format(t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                                           t.strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def _times_shown(value):
+    """A fingerprint or configuration with the times it records (keys `at`, `…_at`) as `… UTC`."""
+    if isinstance(value, dict):
+        return {k: _utc(v).strftime("%Y-%m-%d %H:%M:%S UTC") if (k == "at" or k.endswith("_at")) and _is_time(v)
+                else _times_shown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_times_shown(v) for v in value]
+    return value
+
+
+def _is_time(value) -> bool:
+    if isinstance(value, datetime):
+        return True
+    try:
+        return isinstance(value, str) and bool(datetime.fromisoformat(value))
+    except ValueError:
+        return False
+
+
 def _diff_html(text: str) -> Markup:
     out = []
     for line in text.splitlines():
@@ -269,7 +303,8 @@ def render(store: Store, run_id: int, png_dir: Path | None = None) -> tuple[str,
                                  undefined=jinja2.StrictUndefined)
         env.filters["diff_html"] = _diff_html
         env.tests["numeric_text"] = lambda cell: bool(NUMBER.fullmatch(cell))
-        env.filters["pretty"] = lambda v: json.dumps(v, indent=2, default=str)
+        env.filters["pretty"] = lambda v: json.dumps(_times_shown(v), indent=2, default=str)
+        env.filters["time"] = _time_html
         page = env.get_template("report.html.j2").render(
             data=data, charts={name: figs.svg(name) for name in figs.figs})
         pngs = figs.png(png_dir) if png_dir is not None else []

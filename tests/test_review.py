@@ -144,6 +144,22 @@ def test_the_report_is_one_self_contained_page(db, tmp_path):
     assert all((tmp_path / "png" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("progress.png",))
 
 
+def test_the_page_shows_its_times_to_the_second_in_utc(db, tmp_path):
+    from autodiscovery.store import Run
+
+    with Store(db).session() as s:  # a toolchain change recorded on resuming carries its time
+        run = Run.find(s, 1)
+        run.fingerprint = run.fingerprint | {"toolchain_changes": [
+            {"at": "2026-11-22T07:00:05", "cublas": {"was": "13.1.0", "now": "13.2.0"}}]}
+    out = tmp_path / "report.html"
+    assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
+    shown = re.sub(r"<[^>]+>", "", out.read_text()).replace("&#34;", '"')
+    assert "started 2026-11-22 06:33:28 UTC" in shown
+    assert '"at": "2026-11-22 07:00:05 UTC"' in shown
+    times = re.findall(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(?: UTC)?", shown)
+    assert len(times) == 2 and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", t) for t in times), times
+
+
 def chromium() -> str | None:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None and os.environ.get("CI"):
