@@ -70,6 +70,25 @@ def _pyplot():
     return plt
 
 
+def _legend(ax, **kwargs) -> None:
+    """A legend of the series that have something drawn: an empty series gets no entry, and an axes with
+    none gets no legend."""
+    from matplotlib.container import Container
+
+    def drawn(handle) -> bool:
+        if isinstance(handle, Container):
+            return len(handle) > 0
+        if hasattr(handle, "get_offsets"):  # scatter
+            return len(handle.get_offsets()) > 0
+        if hasattr(handle, "get_xdata"):  # lines
+            return len(handle.get_xdata()) > 0
+        return True
+
+    shown = [(h, label) for h, label in zip(*ax.get_legend_handles_labels()) if drawn(h)]
+    if shown:
+        ax.legend([h for h, _ in shown], [label for _, label in shown], **kwargs)
+
+
 def collect(store: Store, run_id: int) -> dict:
     """Everything the page shows, as data (what `report --json` would need to redraw it)."""
     run = report.show_run(store, run_id)
@@ -148,7 +167,7 @@ def figures(data: dict) -> Figures:
     ax.set_xlabel("candidate")
     ax.set_ylabel(objective)
     ax.set_title("every candidate in order")
-    ax.legend(loc="lower right" if higher else "upper right", fontsize=8, frameon=False)
+    _legend(ax, loc="lower right" if higher else "upper right", fontsize=8, frameon=False)
     figs.figs["progress"] = fig
 
     # ---- the lineage by step -------------------------------------------------------------------
@@ -162,7 +181,7 @@ def figures(data: dict) -> Figures:
             if data.get("baseline_tflops"):
                 ax.axhline(data["baseline_tflops"], color="#0969da", linestyle="--", linewidth=1,
                            label=f"cuBLAS ({data['baseline_tflops']:.0f} TFLOP/s)")
-                ax.legend(fontsize=8, frameon=False, loc="upper left")
+                _legend(ax, fontsize=8, frameon=False, loc="upper left")
             ax.set_ylabel("TFLOP/s")
             ax.set_ylim(0, 1.18 * max([*values, data.get("baseline_tflops") or 0]))
             for i, s in enumerate(steps):
@@ -190,7 +209,7 @@ def figures(data: dict) -> Figures:
         ax.set_xlabel(f"{objective}, one value per timed pair ({len(ratios)} pairs)")
         ax.set_ylabel("pairs")
         ax.set_title("the best kernel's measurement: paired ratios against the baseline")
-        ax.legend(fontsize=8, frameon=False)
+        _legend(ax, fontsize=8, frameon=False)
         figs.figs["spread"] = fig
 
     # ---- co-design: cycles by phase, and the model against the simulator -----------------------------
@@ -215,7 +234,7 @@ def figures(data: dict) -> Figures:
         ax.set_xticks(range(len(order)), [f"phase {p}" for p in order])
         ax.set_ylabel("cycles")
         ax.set_title("simulated cycles of every configuration, by phase")
-        ax.legend(fontsize=8, frameon=False)
+        _legend(ax, fontsize=8, frameon=False)
         figs.figs["phases"] = fig
     if (m := h.get("model")) and m.get("points"):
         fig, ax = plt.subplots(figsize=(4.8, 4.2))
@@ -228,7 +247,7 @@ def figures(data: dict) -> Figures:
         every = [v for p in m["points"] for v in (p["predicted"], p["simulated"])]
         ax.plot([min(every), max(every)], [min(every), max(every)], color="#0969da", linewidth=1,
                 label="predicted = simulated")
-        ax.legend(fontsize=8, frameon=False)
+        _legend(ax, fontsize=8, frameon=False)
         ax.set_xlabel("model's prediction (cycles)")
         ax.set_ylabel("simulated (cycles)")
         ax.set_title("the fitted model on points it did not see")
@@ -245,7 +264,7 @@ def figures(data: dict) -> Figures:
                 ax.axvline(budget, color="#0969da", linestyle="--", linewidth=1, label=f"budget +{budget:g}% {cost}")
             ax.set_xlabel(f"{cost} over the stock part (%)")
             ax.set_title(f"cycles against {cost}")
-            ax.legend(fontsize=8, frameon=False)
+            _legend(ax, fontsize=8, frameon=False)
         axes[0].set_ylabel("cycles")
         figs.figs["pareto"] = fig
     return figs

@@ -144,6 +144,50 @@ def test_the_report_is_one_self_contained_page(db, tmp_path):
     assert all((tmp_path / "png" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("progress.png",))
 
 
+@pytest.fixture()
+def pyplot():
+    """Closes the figures a test drew."""
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def charts(db: Path) -> tuple[dict, dict]:
+    """The page's data and its charts as matplotlib figures, by name."""
+    from autodiscovery import html_report
+
+    data = html_report.collect(Store(db), 1)
+    return data, html_report.figures(data).figs
+
+
+def made_up(objective: str, scores: list, kept: list[int], steps: list[dict] | None = None,
+            baseline_tflops: float | None = None) -> dict:
+    """What `figures` draws, for a run that was not recorded: one candidate a score (None: failed)."""
+    cands = [{"seq": i, "status": "kept" if i in kept else "failed" if s is None else "reverted",
+              "verdict": "keep" if i in kept else None if s is None else "revert", "score": s, "knobs": {}}
+             for i, s in enumerate(scores)]
+    return {"run": {"objective": objective}, "candidates": cands, "steps": steps or [], "spread": {},
+            "harness": None, "baseline_tflops": baseline_tflops}
+
+
+def legend_labels(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def test_the_legend_names_only_the_series_drawn(db, pyplot):
+    _, figs = charts(db)
+    labels = legend_labels(figs["progress"])
+    assert {"kept", "reverted", "best so far", "cuBLAS"} <= set(labels)
+    assert "failed or refused" not in labels  # none in this run
+    from autodiscovery import html_report
+
+    some = html_report.figures(made_up("× cuBLAS", [0.5, None, 0.9, 0.8], kept=[0, 2])).figs
+    assert "failed or refused" in legend_labels(some["progress"])
+    none_kept = html_report.figures(made_up("cycles", [None, None], kept=[])).figs
+    assert legend_labels(none_kept["progress"]) == ["failed or refused"]
+
+
 def test_the_page_shows_its_times_to_the_second_in_utc(db, tmp_path):
     from autodiscovery.store import Run
 
