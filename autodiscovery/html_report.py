@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +28,10 @@ NUMBER = re.compile(r"[+\-−]?[\d.,]+%?")
 """A table cell that is one number (right-aligned in the page)."""
 KEPT, REVERTED, FAILED = "#1a7f37", "#8c959f", "#cf222e"
 NOT_MEASURED = {"proposed", "built"}
+NEAR = 0.3
+"""The progress chart draws again, on a linear scale, every score within this fraction of the best..."""
+NEAR_SHARE = 1 / 6
+"""...where those scores take less than this share of the height of the chart of every candidate."""
 
 
 @dataclass
@@ -89,6 +94,25 @@ def _legend(ax, **kwargs) -> None:
         ax.legend([h for h, _ in shown], [label for _, label in shown], **kwargs)
 
 
+def _near_best(scored: list[dict], best: float | None, higher: bool,
+               baseline: float | None) -> tuple[float, float] | None:
+    """The lowest and highest score within NEAR of the best (and the baseline, where it is that near)."""
+    if best is None:
+        return None
+
+    def near(v: float) -> bool:
+        return v >= (1 - NEAR) * best if higher else v <= (1 + NEAR) * best
+    values = [c["score"] for c in scored if near(c["score"])] + ([baseline] if baseline and near(baseline) else [])
+    return min(values), max(values)
+
+
+def _share(band: tuple[float, float], every: tuple[float, float], log: bool) -> float:
+    """The share of the chart's height that `band` takes, on its scale."""
+    scale = (lambda v: math.log10(max(v, 1e-12))) if log else (lambda v: v)
+    whole = scale(every[1]) - scale(every[0])
+    return (scale(band[1]) - scale(band[0])) / whole if whole > 0 else 1.0
+
+
 def collect(store: Store, run_id: int) -> dict:
     """Everything the page shows, as data (what `report --json` would need to redraw it)."""
     run = report.show_run(store, run_id)
@@ -134,8 +158,7 @@ def figures(data: dict) -> Figures:
     higher = "cycles" not in objective
     vs_cublas = "cuBLAS" in objective
 
-    # ---- progress: every candidate in order -------------------------------------------------------
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    # ---- progress: every candidate in order, and the band near the best on a linear scale ----------
     cands = [c for c in data["candidates"] if c["status"] not in NOT_MEASURED]
     scored = [c for c in cands if c.get("score") is not None]
     kept = [c for c in scored if c.get("verdict") == "keep"]
@@ -145,12 +168,6 @@ def figures(data: dict) -> Figures:
     high = max((c["score"] for c in scored), default=1.0)
     log = high / max(low, 1e-12) > 50
     floor = low / 2 if log else low - 0.05 * (high - low or 1)
-    ax.scatter([c["seq"] for c in reverted], [c["score"] for c in reverted], s=22, marker="o",
-               facecolors="none", edgecolors=REVERTED, label="reverted", gid="reverted", zorder=3)
-    ax.scatter([c["seq"] for c in kept], [c["score"] for c in kept], s=30, color=KEPT, label="kept",
-               gid="kept", zorder=4)
-    ax.scatter([c["seq"] for c in failed], [floor] * len(failed), s=26, marker="x", color=FAILED,
-               label="failed or refused", gid="failed", zorder=3)
     best_x, best_y, best = [], [], None
     for c in sorted(scored, key=lambda c: c["seq"]):
         if c.get("verdict") == "keep" and (best is None or (c["score"] > best if higher else c["score"] < best)):
@@ -158,15 +175,48 @@ def figures(data: dict) -> Figures:
         if best is not None:
             best_x.append(c["seq"])
             best_y.append(best)
+    band = _near_best(scored, best, higher, 1.0 if vs_cublas else None)
+    if band and _share(band, (low, high), log) < NEAR_SHARE:
+        fig, (ax, near) = plt.subplots(2, 1, figsize=(9, 5.6), sharex=True,
+                                       gridspec_kw={"height_ratios": [2, 3], "hspace": 0.3})
+    else:
+        fig, ax = plt.subplots(figsize=(9, 3.6))
+        near = None
+    ax.scatter([c["seq"] for c in reverted], [c["score"] for c in reverted], s=22, marker="o",
+               facecolors="none", edgecolors=REVERTED, label="reverted", gid="reverted", zorder=3)
+    ax.scatter([c["seq"] for c in kept], [c["score"] for c in kept], s=30, color=KEPT, label="kept",
+               gid="kept", zorder=4)
+    ax.scatter([c["seq"] for c in failed], [floor] * len(failed), s=26, marker="x", color=FAILED,
+               label="failed or refused", gid="failed", zorder=3)
     if best_x:
         ax.step(best_x, best_y, where="post", color=KEPT, linewidth=1.2, label="best so far", gid="best-so-far")
     if vs_cublas:
         ax.axhline(1.0, color="#0969da", linestyle="--", linewidth=1, label="cuBLAS", gid="cublas")
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("candidate")
-    ax.set_ylabel(objective)
+    ax.set_ylabel(f"{objective} (log scale)" if log else objective)
     ax.set_title("every candidate in order")
+    if near is not None:
+        lo, hi = band
+        pad = (hi - lo) or abs(hi) * 0.01 or 1
+        near.set_ylim(lo - 0.08 * pad, hi + 0.15 * pad)
+        ax.axhspan(*near.get_ylim(), color=REVERTED, alpha=0.25, linewidth=0, zorder=0, gid="near-band",
+                   label="shown below, on a linear scale")
+        inside = [c for c in scored if lo <= c["score"] <= hi]
+        near.scatter([c["seq"] for c in inside if c.get("verdict") != "keep"],
+                     [c["score"] for c in inside if c.get("verdict") != "keep"], s=22, marker="o",
+                     facecolors="none", edgecolors=REVERTED, gid="near-reverted", zorder=3)
+        near.scatter([c["seq"] for c in inside if c.get("verdict") == "keep"],
+                     [c["score"] for c in inside if c.get("verdict") == "keep"], s=30, color=KEPT,
+                     gid="near-kept", zorder=4)
+        near.step(best_x, best_y, where="post", color=KEPT, linewidth=1.2, gid="near-best-so-far")
+        if vs_cublas:
+            near.axhline(1.0, color="#0969da", linestyle="--", linewidth=1, gid="near-cublas")
+        near.set_ylabel(objective)
+        near.set_title(f"near the best: every candidate within {NEAR:.0%} of it, on a linear scale")
+        near.set_xlabel("candidate")
+    else:
+        ax.set_xlabel("candidate")
     _legend(ax, loc="lower right" if higher else "upper right", fontsize=8, frameon=False)
     figs.figs["progress"] = fig
 

@@ -175,6 +175,48 @@ def legend_labels(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
 
 
+def test_the_progress_chart_shows_the_band_near_the_best_on_a_linear_scale(db, tmp_path, pyplot):
+    out = tmp_path / "report.html"
+    assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
+    text, page = parse(out)
+    scores = [c["score"] for c in run_json(["show", "1", "--db", str(db)])["candidates"] if c["score"] is not None]
+    best = max(scores)
+    near = [s for s in scores if s >= 0.7 * best]  # within 30% of the best: 0.770× to 1.009×
+    assert len(near) == 23 and min(near) < 0.78
+    # The overview keeps every candidate on its log scale; the band near the best is shaded there and
+    # drawn again, on a linear scale, in a panel of its own: one mark for each candidate in it.
+    assert page.marks.get("kept") == 7 and "near-band" in re.findall(r'<g id="([^"]+)"', text)
+    assert page.marks.get("near-kept", 0) + page.marks.get("near-reverted", 0) == len(near)
+    _, figs = charts(db)
+    fig = figs["progress"]
+    overview, near_best = fig.axes
+    assert overview.get_yscale() == "log" and near_best.get_yscale() == "linear"
+    low, high = near_best.get_ylim()
+    assert low < min(near) and best < high and high - low < 1.4 * (best - min(near))
+    # 1.003× and 1.009× lie more than 3 points apart: the decisions near the best can be told apart.
+    height = near_best.bbox.height * 72 / fig.dpi
+    assert (1.009 - 1.003) / (high - low) * height > 3
+    # A run whose scores are readable on one linear scale keeps its one panel (the co-design run).
+    shutil.copy(Path(__file__).parent.parent / "docs" / "codesign-512" / "run.db", tmp_path / "codesign.db")
+    _, figs = charts(tmp_path / "codesign.db")
+    assert len(figs["progress"].axes) == 1 and figs["progress"].axes[0].get_yscale() == "linear"
+
+
+def test_the_band_near_the_best_follows_the_objective_where_lower_is_better(pyplot):
+    from autodiscovery import html_report
+
+    cycles = [1_000_000, 200_000, 30_000, 12_000, 11_000, 10_500, 10_000, 10_200, 13_500, 20_000]
+    figs = html_report.figures(made_up("cycles", cycles, kept=[0, 1, 2, 3, 4, 5, 6])).figs
+    overview, near_best = figs["progress"].axes
+    assert overview.get_yscale() == "log" and near_best.get_yscale() == "linear"
+    low, high = near_best.get_ylim()
+    assert low < 10_000 and 12_000 < high < 13_500  # within 30% of 10,000 cycles: up to 13,000
+    marks = [a for a in near_best.collections if a.get_gid() in ("near-kept", "near-reverted")]
+    assert sum(len(a.get_offsets()) for a in marks) == 5
+    best = next(a for a in near_best.lines if a.get_gid() == "near-best-so-far")
+    assert min(best.get_ydata()) == 10_000
+
+
 def test_the_legend_names_only_the_series_drawn(db, pyplot):
     _, figs = charts(db)
     labels = legend_labels(figs["progress"])
