@@ -32,6 +32,8 @@ NEAR = 0.3
 """The progress chart draws again, on a linear scale, every score within this fraction of the best..."""
 NEAR_SHARE = 1 / 6
 """...where those scores take less than this share of the height of the chart of every candidate."""
+LABEL_GAP = 4
+"""Points between a label and what it labels, on the side away from the baseline's line."""
 
 
 @dataclass
@@ -113,6 +115,22 @@ def _share(band: tuple[float, float], every: tuple[float, float], log: bool) -> 
     return (scale(band[1]) - scale(band[0])) / whole if whole > 0 else 1.0
 
 
+def _bar_label(ax, x: float, top: float, text: str, baseline: float | None, per_point: float) -> None:
+    """A bar's label just above its top, or inside the bar where the baseline's line would run through
+    the label (`per_point`: data units a point)."""
+    size = 7
+    room = (LABEL_GAP + 1.4 * size + 3) * per_point  # the label and its gap, with a margin
+    if baseline is None or not top < baseline < top + room:
+        ax.annotate(text, (x, top), xytext=(0, LABEL_GAP), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=size)
+    elif top > room:
+        ax.annotate(text, (x, top), xytext=(0, -LABEL_GAP), textcoords="offset points", ha="center", va="top",
+                    fontsize=size, color="white")
+    else:  # a bar too short to hold it, just under the line: above the line
+        ax.annotate(text, (x, baseline), xytext=(0, LABEL_GAP), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=size)
+
+
 def collect(store: Store, run_id: int) -> dict:
     """Everything the page shows, as data (what `report --json` would need to redraw it)."""
     run = report.show_run(store, run_id)
@@ -168,10 +186,10 @@ def figures(data: dict) -> Figures:
     high = max((c["score"] for c in scored), default=1.0)
     log = high / max(low, 1e-12) > 50
     floor = low / 2 if log else low - 0.05 * (high - low or 1)
-    best_x, best_y, best = [], [], None
+    best_x, best_y, best, best_c = [], [], None, None
     for c in sorted(scored, key=lambda c: c["seq"]):
         if c.get("verdict") == "keep" and (best is None or (c["score"] > best if higher else c["score"] < best)):
-            best = c["score"]
+            best, best_c = c["score"], c
         if best is not None:
             best_x.append(c["seq"])
             best_y.append(best)
@@ -199,7 +217,9 @@ def figures(data: dict) -> Figures:
     if near is not None:
         lo, hi = band
         pad = (hi - lo) or abs(hi) * 0.01 or 1
-        near.set_ylim(lo - 0.08 * pad, hi + 0.15 * pad)
+        baseline = 1.0 if vs_cublas else None
+        above = best >= baseline if baseline is not None else higher  # the best's label: away from the line
+        near.set_ylim(lo - (0.08 if above else 0.25) * pad, hi + (0.25 if above else 0.08) * pad)
         ax.axhspan(*near.get_ylim(), color=REVERTED, alpha=0.25, linewidth=0, zorder=0, gid="near-band",
                    label="shown below, on a linear scale")
         inside = [c for c in scored if lo <= c["score"] <= hi]
@@ -212,6 +232,11 @@ def figures(data: dict) -> Figures:
         near.step(best_x, best_y, where="post", color=KEPT, linewidth=1.2, gid="near-best-so-far")
         if vs_cublas:
             near.axhline(1.0, color="#0969da", linestyle="--", linewidth=1, gid="near-cublas")
+        near.annotate(f"best #{best_c['seq']}: {best_c.get('score_text') or f'{best:g}'}", (best_c["seq"], best),
+                      xytext=(0, 2 * LABEL_GAP if above else -2 * LABEL_GAP), textcoords="offset points",
+                      ha="center", va="bottom" if above else "top", fontsize=8, color=KEPT, gid="best-label",
+                      bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+                      zorder=5)
         near.set_ylabel(objective)
         near.set_title(f"near the best: every candidate within {NEAR:.0%} of it, on a linear scale")
         near.set_xlabel("candidate")
@@ -234,8 +259,9 @@ def figures(data: dict) -> Figures:
                 _legend(ax, fontsize=8, frameon=False, loc="upper left")
             ax.set_ylabel("TFLOP/s")
             ax.set_ylim(0, 1.18 * max([*values, data.get("baseline_tflops") or 0]))
+            per_point = ax.get_ylim()[1] / (ax.bbox.height * 72 / fig.dpi)
             for i, s in enumerate(steps):
-                ax.annotate(f"{s['score']:.3f}×", (i, values[i]), ha="center", va="bottom", fontsize=7)
+                _bar_label(ax, i, values[i], f"{s['score']:.3f}×", data.get("baseline_tflops"), per_point)
         else:
             values = [s.get("score") or 0 for s in steps]
             ax.bar(range(len(steps)), values, color=KEPT, gid="lineage-bars")

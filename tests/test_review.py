@@ -175,6 +175,20 @@ def legend_labels(fig) -> list[str]:
     return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
 
 
+def clearance(fig, ax, text, y: float) -> float:
+    """Points between a label (its background box included) and the horizontal line at `y`; below 0
+    where the line runs through it."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = text.get_window_extent(renderer)
+    if text.get_bbox_patch() is not None:
+        box = Bbox.union([box, text.get_bbox_patch().get_window_extent(renderer)])
+    line = ax.transData.transform((0, y))[1]
+    return max(box.y0 - line, line - box.y1) * 72 / fig.dpi
+
+
 def test_the_progress_chart_shows_the_band_near_the_best_on_a_linear_scale(db, tmp_path, pyplot):
     out = tmp_path / "report.html"
     assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
@@ -228,6 +242,32 @@ def test_the_legend_names_only_the_series_drawn(db, pyplot):
     assert "failed or refused" in legend_labels(some["progress"])
     none_kept = html_report.figures(made_up("cycles", [None, None], kept=[])).figs
     assert legend_labels(none_kept["progress"]) == ["failed or refused"]
+
+
+def test_the_best_label_stays_clear_of_the_baseline(db, pyplot):
+    data, figs = charts(db)
+    fig = figs["lineage"]
+    ax = fig.axes[0]
+    labels = {t.get_text(): t for t in ax.texts}
+    assert "1.009×" in labels and data["baseline_tflops"] == pytest.approx(797, abs=1)
+    for label in labels.values():
+        assert clearance(fig, ax, label, data["baseline_tflops"]) > 3, label.get_text()
+    fig = figs["progress"]
+    near_best = fig.axes[-1]
+    best = next(t for t in near_best.texts if t.get_gid() == "best-label")
+    assert "#6" in best.get_text() and "1.009×" in best.get_text()
+    assert clearance(fig, near_best, best, 1.0) > 3
+    # A step just under cuBLAS and the best just over it: neither label crosses the line.
+    from autodiscovery import html_report
+
+    steps = [{"step": i, "family": f, "score": t / 797, "tflops": t}
+             for i, (f, t) in enumerate([("tiled", 200.0), ("wgmma", 790.0), ("cluster", 801.0)])]
+    made = made_up("× cuBLAS", [s["score"] for s in steps], kept=[0, 1, 2], steps=steps, baseline_tflops=797.0)
+    fig = html_report.figures(made).figs["lineage"]
+    ax = fig.axes[0]
+    assert len(ax.texts) == 3
+    for label in ax.texts:
+        assert clearance(fig, ax, label, 797.0) > 3, label.get_text()
 
 
 def test_the_page_shows_its_times_to_the_second_in_utc(db, tmp_path):
