@@ -144,6 +144,148 @@ def test_the_report_is_one_self_contained_page(db, tmp_path):
     assert all((tmp_path / "png" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("progress.png",))
 
 
+@pytest.fixture()
+def pyplot():
+    """Closes the figures a test drew."""
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def charts(db: Path) -> tuple[dict, dict]:
+    """The page's data and its charts as matplotlib figures, by name."""
+    from autodiscovery import html_report
+
+    data = html_report.collect(Store(db), 1)
+    return data, html_report.figures(data).figs
+
+
+def made_up(objective: str, scores: list, kept: list[int], steps: list[dict] | None = None,
+            baseline_tflops: float | None = None) -> dict:
+    """What `figures` draws, for a run that was not recorded: one candidate a score (None: failed)."""
+    cands = [{"seq": i, "status": "kept" if i in kept else "failed" if s is None else "reverted",
+              "verdict": "keep" if i in kept else None if s is None else "revert", "score": s, "knobs": {}}
+             for i, s in enumerate(scores)]
+    return {"run": {"objective": objective}, "candidates": cands, "steps": steps or [], "spread": {},
+            "harness": None, "baseline_tflops": baseline_tflops}
+
+
+def legend_labels(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+
+
+def clearance(fig, ax, text, y: float) -> float:
+    """Points between a label (its background box included) and the horizontal line at `y`; below 0
+    where the line runs through it."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = text.get_window_extent(renderer)
+    if text.get_bbox_patch() is not None:
+        box = Bbox.union([box, text.get_bbox_patch().get_window_extent(renderer)])
+    line = ax.transData.transform((0, y))[1]
+    return max(box.y0 - line, line - box.y1) * 72 / fig.dpi
+
+
+def test_the_progress_chart_shows_the_band_near_the_best_on_a_linear_scale(db, tmp_path, pyplot):
+    out = tmp_path / "report.html"
+    assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
+    text, page = parse(out)
+    scores = [c["score"] for c in run_json(["show", "1", "--db", str(db)])["candidates"] if c["score"] is not None]
+    best = max(scores)
+    near = [s for s in scores if s >= 0.7 * best]  # within 30% of the best: 0.770× to 1.009×
+    assert len(near) == 23 and min(near) < 0.78
+    # The overview keeps every candidate on its log scale; the band near the best is shaded there and
+    # drawn again, on a linear scale, in a panel of its own: one mark for each candidate in it.
+    assert page.marks.get("kept") == 7 and "near-band" in re.findall(r'<g id="([^"]+)"', text)
+    assert page.marks.get("near-kept", 0) + page.marks.get("near-reverted", 0) == len(near)
+    _, figs = charts(db)
+    fig = figs["progress"]
+    overview, near_best = fig.axes
+    assert overview.get_yscale() == "log" and near_best.get_yscale() == "linear"
+    low, high = near_best.get_ylim()
+    assert low < min(near) and best < high and high - low < 1.4 * (best - min(near))
+    # 1.003× and 1.009× lie more than 3 points apart: the decisions near the best can be told apart.
+    height = near_best.bbox.height * 72 / fig.dpi
+    assert (1.009 - 1.003) / (high - low) * height > 3
+    # A run whose scores are readable on one linear scale keeps its one panel (the co-design run).
+    shutil.copy(Path(__file__).parent.parent / "docs" / "codesign-512" / "run.db", tmp_path / "codesign.db")
+    _, figs = charts(tmp_path / "codesign.db")
+    assert len(figs["progress"].axes) == 1 and figs["progress"].axes[0].get_yscale() == "linear"
+
+
+def test_the_band_near_the_best_follows_the_objective_where_lower_is_better(pyplot):
+    from autodiscovery import html_report
+
+    cycles = [1_000_000, 200_000, 30_000, 12_000, 11_000, 10_500, 10_000, 10_200, 13_500, 20_000]
+    figs = html_report.figures(made_up("cycles", cycles, kept=[0, 1, 2, 3, 4, 5, 6])).figs
+    overview, near_best = figs["progress"].axes
+    assert overview.get_yscale() == "log" and near_best.get_yscale() == "linear"
+    low, high = near_best.get_ylim()
+    assert low < 10_000 and 12_000 < high < 13_500  # within 30% of 10,000 cycles: up to 13,000
+    marks = [a for a in near_best.collections if a.get_gid() in ("near-kept", "near-reverted")]
+    assert sum(len(a.get_offsets()) for a in marks) == 5
+    best = next(a for a in near_best.lines if a.get_gid() == "near-best-so-far")
+    assert min(best.get_ydata()) == 10_000
+
+
+def test_the_legend_names_only_the_series_drawn(db, pyplot):
+    _, figs = charts(db)
+    labels = legend_labels(figs["progress"])
+    assert {"kept", "reverted", "best so far", "cuBLAS"} <= set(labels)
+    assert "failed or refused" not in labels  # none in this run
+    from autodiscovery import html_report
+
+    some = html_report.figures(made_up("× cuBLAS", [0.5, None, 0.9, 0.8], kept=[0, 2])).figs
+    assert "failed or refused" in legend_labels(some["progress"])
+    none_kept = html_report.figures(made_up("cycles", [None, None], kept=[])).figs
+    assert legend_labels(none_kept["progress"]) == ["failed or refused"]
+
+
+def test_the_best_label_stays_clear_of_the_baseline(db, pyplot):
+    data, figs = charts(db)
+    fig = figs["lineage"]
+    ax = fig.axes[0]
+    labels = {t.get_text(): t for t in ax.texts}
+    assert "1.009×" in labels and data["baseline_tflops"] == pytest.approx(797, abs=1)
+    for label in labels.values():
+        assert clearance(fig, ax, label, data["baseline_tflops"]) > 3, label.get_text()
+    fig = figs["progress"]
+    near_best = fig.axes[-1]
+    best = next(t for t in near_best.texts if t.get_gid() == "best-label")
+    assert "#6" in best.get_text() and "1.009×" in best.get_text()
+    assert clearance(fig, near_best, best, 1.0) > 3
+    # A step just under cuBLAS and the best just over it: neither label crosses the line.
+    from autodiscovery import html_report
+
+    steps = [{"step": i, "family": f, "score": t / 797, "tflops": t}
+             for i, (f, t) in enumerate([("tiled", 200.0), ("wgmma", 790.0), ("cluster", 801.0)])]
+    made = made_up("× cuBLAS", [s["score"] for s in steps], kept=[0, 1, 2], steps=steps, baseline_tflops=797.0)
+    fig = html_report.figures(made).figs["lineage"]
+    ax = fig.axes[0]
+    assert len(ax.texts) == 3
+    for label in ax.texts:
+        assert clearance(fig, ax, label, 797.0) > 3, label.get_text()
+
+
+def test_the_page_shows_its_times_to_the_second_in_utc(db, tmp_path):
+    from autodiscovery.store import Run
+
+    with Store(db).session() as s:  # a toolchain change recorded on resuming carries its time
+        run = Run.find(s, 1)
+        run.fingerprint = run.fingerprint | {"toolchain_changes": [
+            {"at": "2026-11-22T07:00:05", "cublas": {"was": "13.1.0", "now": "13.2.0"}}]}
+    out = tmp_path / "report.html"
+    assert cli.invoke(app, ["report", "1", "--out", str(out), "--db", str(db)]).exit_code == 0
+    shown = re.sub(r"<[^>]+>", "", out.read_text()).replace("&#34;", '"')
+    assert "started 2026-11-22 06:33:28 UTC" in shown
+    assert '"at": "2026-11-22 07:00:05 UTC"' in shown
+    times = re.findall(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(?: UTC)?", shown)
+    assert len(times) == 2 and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", t) for t in times), times
+
+
 def chromium() -> str | None:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None and os.environ.get("CI"):
