@@ -165,6 +165,7 @@ def collect(store: Store, run_id: int) -> dict:
     if spread.get("tflops"):
         baseline_tflops = next((v for k, v in spread["tflops"].items() if k != "candidate"), None)
     return {"run": {k: v for k, v in run.items() if k != "candidates"}, "candidates": run["candidates"],
+            "tally": report.tally_text(run),
             "steps": steps, "spread": spread, "harness": extra, "tables": tables, "peak_tflops": peak,
             "baseline_tflops": baseline_tflops}
 

@@ -140,6 +140,12 @@ def test_the_report_is_one_self_contained_page(db, tmp_path):
     assert all(u.startswith("#") for u in page.urls), [u for u in page.urls if not u.startswith("#")][:3]
     assert not re.findall(r'https?://(?!www\.w3\.org/)', text)
     assert "1.009× cuBLAS" in text and "tma_split" in text
+    # The same count as `runs` and `show`: evaluated, and what was left proposed when the run stopped.
+    (row,) = run_json(["runs", "--db", str(db)])
+    assert f'<span id="tally">{row["evaluated"]} evaluated, 2 left proposed</span>' in text
+    assert row["evaluated"] == len(cands) and row["proposed"] == 2
+    shown = cli.invoke(app, ["show", "1", "--db", str(db)]).output.splitlines()[0]
+    assert shown.endswith(f"· {row['evaluated']} evaluated, 2 left proposed")
     assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["lineage.png", "progress.png", "spread.png"]
     assert all((tmp_path / "png" / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in ("progress.png",))
 
