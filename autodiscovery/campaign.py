@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -23,163 +23,34 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
-class Problem(Strict):
-    """C = A·Bᵀ with A M×K, B N×K and C M×N, all row-major."""
+class ProblemBase(Strict):
+    """The `problem:` section: each harness validates it with its own `Problem` model (a harness with no
+    problem of its own takes none)."""
 
-    M: int = Field(4096, gt=0)
-    """Rows of A and C."""
-    N: int = Field(4096, gt=0)
-    """Rows of B, columns of C."""
-    K: int = Field(4096, gt=0)
-    """The reduction dimension: columns of A and B."""
-    dtype_in: Literal["bf16", "fp16"] = "bf16"
-    """Element type of A and B."""
-    accumulate: Literal["fp32"] = "fp32"
-    """Accumulator type, also cuBLAS's compute type."""
-    dtype_out: Literal["bf16", "fp32"] = "bf16"
-    """Element type of C."""
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.M * self.N * self.K
+    def describe(self) -> str:
+        """The problem in a few characters for titles ('4096×4096×4096'); '' says nothing."""
+        return ""
 
 
-class SearchAgentSettings(Strict):
-    space: str = "hopper_gemm"
-    """Folder under search_spaces/ holding families.yaml."""
-    seed: int = 0
-    """Random seed of the knob optimizer."""
-    knob_patience: int = Field(6, ge=1)
-    """Knob moves without a keep before another family worth tuning gets its turn (families take turns;
-    the run ends by the loop's stop rules, or when every valid configuration was tried)."""
-    batch: int = Field(4, ge=1, le=64)
-    """Candidates proposed at once, built in parallel."""
-    overlap: bool | None = None
-    """Propose and build the next batch while the current one is measured (it then sees the verdicts of
-    the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
+class AgentSettings(BaseModel):
+    """The `agent:` section: which agent proposes (`kind`), and each agent's own settings in a section
+    named after it (`search:`, `llm:`, `codesign:`, or the `section` of a `module:Class` agent),
+    validated by that agent's `Settings` model. The named agent's section is there with its defaults
+    when the campaign gives none."""
 
-
-class LlmParams(Strict):
-    """How requests to one model are made; each field left out takes the default that works for the
-    kind of model (OpenAI's reasoning models gpt-5, o1, o3, o4 take `max_completion_tokens` and no
-    temperature; chat models, vLLM and Ollama take `max_tokens` and a temperature)."""
-
-    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
-    """The name of the output-token limit the endpoint accepts for this model."""
-    temperature: float | None = Field(None, ge=0, le=2)
-    """Sampling temperature (none: agent.llm.temperature, not sent to reasoning models)."""
-    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
-    """For reasoning models; none: not sent."""
-    extra_body: dict[str, Any] = {}
-    """Further fields of the request body, e.g. Ollama's {"options": {"num_ctx": 32768}}."""
-
-
-class LlmModel(Strict):
-    name: str
-    """The model's name at the endpoint."""
-    weight: float = Field(1.0, gt=0)
-    """Share of the proposals this model makes (models are drawn at random by weight)."""
-    price_in: float | None = Field(None, ge=0)
-    """Price per million input tokens, for cost accounting (none: cost not tracked)."""
-    price_out: float | None = Field(None, ge=0)
-    """Price per million output tokens."""
-    params: LlmParams = LlmParams()
-    """How requests to this model are made (token-limit name, temperature, reasoning effort, extra fields)."""
-
-
-class LlmAgentSettings(Strict):
-    base_url: str | None = None
-    """An OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM); none: the client's default."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable that holds the key."""
-    models: list[LlmModel] = []
-    """One or more models; each proposal records which one made it."""
-    batch: int = Field(2, ge=1, le=64)
-    """Proposals requested per round; each draws its own parent and inspirations."""
-    concurrency: int = Field(2, ge=1, le=64)
-    """Requests in flight at once (the proposals of a batch are asked for side by side)."""
-    overlap: bool = True
-    """Ask for the next batch while the current one is built and measured (its verdicts then reach the
-    batch after next); false: every batch sees the verdicts of the one before."""
-    inspirations: int = Field(2, ge=0, le=8)
-    """Other kernels of the program database shown with each prompt, with their code and figures."""
-    exploit: float = Field(0.5, ge=0, le=1)
-    """Chance that a proposal starts from the incumbent; otherwise from another entry of the program
-    database (a family's best, a near miss)."""
-    near_miss: float = Field(0.03, ge=0, le=1)
-    """Measured candidates within this fraction of the incumbent are kept as near misses to build on."""
-    diff_lines: int = Field(40, ge=0)
-    """Lines of each past attempt's diff shown in the prompt."""
-    temperature: float = Field(0.7, ge=0, le=2)
-    max_tokens: int = Field(8000, ge=64)
-    """Most output tokens a reply may use."""
-    context_tokens: int | None = Field(None, ge=256)
-    """The model's context window: every request is fitted to it, less `max_tokens`, by leaving out the
-    diffs of the oldest attempts, then the oldest attempts, the inspirations, the oldest lineage steps,
-    and the oldest turns of a conversation; never the rules or the kernel to change (none: not fitted)."""
-    timeout_s: float = Field(300.0, gt=0)
-    """One request's time limit."""
-    retries: int = Field(4, ge=0)
-    """Retries with exponential backoff on 429, 5xx, timeouts and dropped connections."""
-    backoff_s: float = Field(1.0, gt=0)
-    """First backoff; it doubles with each retry, up to a minute."""
-    reflections: int = Field(3, ge=0, le=10)
-    """Replies per proposal that may be answered with a failed edit before giving up on it."""
-    repair_turns: int = Field(1, ge=0, le=5)
-    """Turns a candidate that does not compile gets to repair itself before it is recorded."""
-    attempts_shown: int = Field(8, ge=0)
-    """The most recent attempts (with verdicts) shown in each prompt."""
-    seed: int = 0
-    """Seed for drawing models by weight."""
-
-
-class CodesignPhases(Strict):
-    B: int = Field(12, ge=0)
-    """Kernel-only candidates, architecture frozen at stock."""
-    C: int = Field(3, ge=0)
-    """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
-    D: int = Field(12, ge=0)
-    """Architecture-only candidates, the best kernel frozen: one change at a time from stock first
-    (eight at the shipped knobs), then TPE over the knobs that changed anything."""
-    E_kernels: int = Field(2, ge=1)
-    """Phase E crosses this many best kernels of B and C ..."""
-    E_archs: int = Field(2, ge=1)
-    """... with this many best architectures of D."""
-
-
-class CodesignAgentSettings(Strict):
-    space: str = "edge_codesign"
-    """Folder under search_spaces/ with the kernel family and the architecture knobs."""
-    seed: int = 0
-    phases: CodesignPhases = CodesignPhases()
-    model_trust: float = Field(0.8, ge=-1, le=1.01)
-    """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
-    then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
-    shortlist: int = Field(48, ge=1)
-    """Phase C ranks every valid kernel on facts estimated from its knobs, then compiles this many of
-    the best to rank them again on their own PTX (about a second of nvcc each)."""
-
-
-class AgentSettings(Strict):
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     kind: str = "search"
     """Which agent proposes candidates: search, llm, codesign, or any `module:Class`."""
-    search: SearchAgentSettings = SearchAgentSettings()
-    llm: LlmAgentSettings = LlmAgentSettings()
-    codesign: CodesignAgentSettings = CodesignAgentSettings()
 
-    @field_validator("kind")
-    @classmethod
-    def _known(cls, kind: str) -> str:
-        from autodiscovery import registry
+    def of(self, agent: type) -> BaseModel:
+        """The settings of `agent` (a class): its section, or its defaults where the campaign has none."""
+        section = (self.model_extra or {}).get(section_of(agent))
+        return section if section is not None else agent.Settings()
 
-        registry.agent(kind)  # raises with the names there are
-        return kind
 
-    @model_validator(mode="after")
-    def _llm_has_a_model(self) -> AgentSettings:
-        if self.kind == "llm" and not self.llm.models:
-            raise ValueError("agent.llm.models: the llm agent needs at least one model (or --model NAME)")
-        return self
+def section_of(agent: type) -> str:
+    """The name of an agent's section under `agent:`."""
+    return getattr(agent, "section", None) or agent.name
 
 
 class ExecutorSettings(Strict):
@@ -218,14 +89,15 @@ class Campaign(Strict):
     name: str
     """Campaign name, shown in `runs`."""
     description: str = ""
-    problem: Problem = Problem()
+    problem: SerializeAsAny[ProblemBase] = ProblemBase()
+    """Validated by the `Problem` model of the harness the campaign names, which that harness owns."""
     harness: SerializeAsAny[BaseModel]
     """Validated by the model of the harness it names (`harness.name`), which that harness owns."""
     seed: str = "hopper_gemm/naive.cu"
     """Starting kernel, relative to seeds/ (or an absolute path)."""
     origin: str | None = None
     """Set by `run --from RUN/SEQ`: the recorded candidate whose kernel is this run's seed instead."""
-    agent: AgentSettings = AgentSettings()
+    agent: SerializeAsAny[AgentSettings] = AgentSettings()
     budget: Budget = Budget()
     stop: StopRules = StopRules()
     executor: ExecutorSettings = ExecutorSettings()
@@ -287,26 +159,77 @@ def _error(exc: ValidationError, source: str, prefix: tuple = (), overrides=()) 
     return CampaignError(f"{blame(where, source, overrides)}: {where}: {msg}{more}")
 
 
+DEFAULT_HARNESS = "hopper_gemm"
+"""The harness of a campaign that names none."""
+
+
+def _section(data: dict[str, Any], key: str, where: str, source: str, overrides) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CampaignError(f"{blame(where, source, overrides)}: {where}: must be a mapping")
+    return value
+
+
+def _model(model: type[BaseModel], value: dict, prefix: tuple, source: str, overrides) -> BaseModel:
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise _error(exc, source, prefix, overrides) from None
+
+
 def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str] | tuple[str, ...] = ()) -> Campaign:
-    """The campaign, its `harness:` section validated by the settings model of the harness it names; an
-    error names the `--set` (of `overrides`) that gave the bad value, else `source`."""
+    """The campaign, with the sections its parts own validated by them: `harness:` and `problem:` by the
+    harness it names, each section of `agent:` by the agent it is named after. An error names the
+    `--set` (of `overrides`) that gave the bad value, else `source`."""
     from autodiscovery import registry
 
-    section = data.get("harness") or {}
-    if not isinstance(section, dict):
-        raise CampaignError(f"{blame('harness', source, overrides)}: harness: must be a mapping with a name")
+    harness_data = _section(data, "harness", "harness", source, overrides)
     try:
-        settings_model = registry.harness(section.get("name", "hopper_gemm")).Settings
+        harness = registry.harness(harness_data.get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError as exc:
         raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {exc}") from None
+    settings = _model(harness.Settings, harness_data, ("harness",), source, overrides)
+    problem = _model(getattr(harness, "Problem", ProblemBase),
+                     _section(data, "problem", "problem", source, overrides), ("problem",), source, overrides)
+    agent = _agent(_section(data, "agent", "agent", source, overrides), source, overrides)
     try:
-        settings = settings_model.model_validate(section)
-    except ValidationError as exc:
-        raise _error(exc, source, ("harness",), overrides) from None
-    try:
-        return Campaign.model_validate({**data, "harness": settings})
+        return Campaign.model_validate({**data, "harness": settings, "problem": problem, "agent": agent})
     except ValidationError as exc:
         raise _error(exc, source, (), overrides) from None
+
+
+def _agent(data: dict[str, Any], source: str, overrides) -> AgentSettings:
+    """`agent:`: the agent `kind` names, and every section validated by the agent it is named after."""
+    from autodiscovery import registry
+
+    kind = data.get("kind", "search")
+    try:
+        named = registry.agent(str(kind))
+    except AutoDiscoveryError as exc:
+        raise CampaignError(f"{blame('agent.kind', source, overrides)}: agent.kind: {exc}") from None
+    sections: dict[str, BaseModel] = {}
+    for key, value in data.items():
+        if key == "kind":
+            continue
+        where = f"agent.{key}"
+        try:
+            owner = named if key == section_of(named) else registry.agent_of_section(key)
+        except AutoDiscoveryError as exc:
+            raise CampaignError(f"{blame(where, source, overrides)}: {where}: {exc}") from None
+        if not isinstance(value, dict):
+            raise CampaignError(f"{blame(where, source, overrides)}: {where}: must be a mapping")
+        sections[key] = _model(owner.Settings, value, ("agent", key), source, overrides)
+    mine = section_of(named)
+    sections.setdefault(mine, named.Settings())
+    try:
+        named.check(sections[mine])
+    except ValueError as exc:
+        field, _, why = str(exc).partition(": ")
+        where = f"agent.{mine}.{field}" if why else f"agent.{mine}"
+        raise CampaignError(f"{blame(where, source, overrides)}: {where}: {why or exc}") from None
+    return AgentSettings(kind=str(kind), **sections)
 
 
 def yaml_error(exc: yaml.YAMLError) -> str:

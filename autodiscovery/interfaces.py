@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict
+
 if TYPE_CHECKING:
-    from autodiscovery.agents import History, Proposal
-    from autodiscovery.build import BuildReport
     from autodiscovery.campaign import Campaign
     from autodiscovery.store import Store
+    from autodiscovery.toolkit.build import BuildReport
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,68 @@ class Outcome:
     """The objective's value, for an `ok` outcome (the harness sets it; stored as metrics['score'])."""
 
 
+@dataclass
+class Proposal:
+    """One candidate: a hypothesis in words and the kernel it leads to."""
+
+    hypothesis: str
+    source: str
+    proposer: str
+    family: str | None = None
+    knobs: dict[str, Any] = field(default_factory=dict)
+    rejected: str | None = None
+    """Why it was refused before compiling (a failed constraint), if it was."""
+    llm_calls: list[int] = field(default_factory=list)
+    """Ids of the logged LLM calls that led to it."""
+    parent_seq: int | None = None
+    """The candidate it was made from (its source edited, its knobs moved); None: the incumbent."""
+    origin_id: int | None = None
+    """A candidate of another run that this one continues (the seed of a run started with --from)."""
+
+
+@dataclass
+class Record:
+    """What an agent sees of one earlier candidate."""
+
+    seq: int
+    family: str | None
+    knobs: dict[str, Any]
+    status: str
+    score: float | None
+    """The objective's value of its own measurement (None when it did not pass the gate)."""
+    kept: bool
+    source_hash: str
+    hypothesis: str = ""
+    log: str = ""
+    source: str = ""
+    proposer: str = ""
+    build: dict[str, Any] = field(default_factory=dict)
+    """What the store keeps of its build, where there was one: registers, smem_static, spill_stores,
+    spill_loads, stack, and the harness's own facts."""
+    tflops: float | None = None
+    parent_seq: int | None = None
+    """The candidate it was made from, in this run (None: the seed, or one from another run)."""
+    verdict: str | None = None
+    """keep or revert, once decided."""
+    reason: str = ""
+    """Why it was kept, reverted or refused, in words."""
+    profile: dict[str, Any] = field(default_factory=dict)
+    """Its latest Nsight Compute profile ({candidate, baseline, ...}), where `profile` stored one."""
+
+
+@dataclass
+class History:
+    records: list[Record]
+    incumbent: Record | None
+    objective: Objective
+    """What the scores mean and which way is better."""
+
+
 @runtime_checkable
 class Agent(Protocol):
     name: str
-    batch: int | None
-    """Proposals a round (None: the campaign's `agent.search.batch`)."""
+    batch: int
+    """Proposals a round."""
     exhausted_reason: str
     """The stop reason when `propose` returns nothing."""
 
@@ -97,16 +155,29 @@ class Agent(Protocol):
         """Raise an AutoDiscoveryError now if the agent cannot work (an endpoint that refuses, say)."""
 
 
+class NoSettings(BaseModel):
+    """The settings of an agent that has none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class AgentBase:
     """Defaults for the optional hooks of `Agent`."""
 
     name = "agent"
-    batch: int | None = None
+    batch: int = 1
     exhausted_reason = "search space exhausted: the agent has nothing left to propose"
+    Settings: ClassVar[type[BaseModel]] = NoSettings
+    """The pydantic model of the agent's section of the campaign's `agent:` (`agent.<section>`)."""
+    section: ClassVar[str | None] = None
+    """The name of that section (None: the agent's `name`)."""
+
+    @classmethod
+    def check(cls, settings: BaseModel) -> None:
+        """Raise ValueError('field: why') when these settings cannot work for this agent as the one that
+        proposes (a section may be valid for a run of another agent)."""
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
-        from autodiscovery.agents import Proposal
-
         return Proposal(hypothesis="The seed: the starting point every change is measured from.",
                         source=campaign.seed_path().read_text(), proposer="seed",
                         family=campaign.seed_path().name.split(".")[0])

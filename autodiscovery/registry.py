@@ -44,3 +44,12 @@ def harness(name: str) -> type:
 def agent(name: str) -> type:
     """The agent class named in a campaign's `agent.kind`."""
     return _load("agent", name, AGENTS)
+
+
+def agent_of_section(section: str) -> type:
+    """The agent a section of `agent:` belongs to, by its name (the shipped agents' sections are named
+    after them)."""
+    if section not in AGENTS:
+        raise RegistryError(f"no agent has a section named '{section}' (shipped: {', '.join(AGENTS)}; a "
+                            "module:Class agent's section is named by its `section` or `name`)")
+    return agent(section)

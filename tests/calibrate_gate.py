@@ -19,8 +19,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
 from autodiscovery import campaign as campaigns  # noqa: E402
-from autodiscovery.runner import parse_shape  # noqa: E402
-from autodiscovery.space import Space  # noqa: E402
+from autodiscovery.agents.space import Space  # noqa: E402
+from autodiscovery.running.runner import parse_shape  # noqa: E402
 from harnesses.hopper_gemm import HopperGemmHarness  # noqa: E402
 from harnesses.hopper_gemm.measure import DISTRIBUTIONS  # noqa: E402
 

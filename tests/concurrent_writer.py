@@ -11,7 +11,7 @@ from replay import ReplayHarness  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
 from autodiscovery.agents.search import SearchAgent  # noqa: E402
-from autodiscovery.loop import Loop  # noqa: E402
+from autodiscovery.running.loop import Loop  # noqa: E402
 from autodiscovery.store import Store  # noqa: E402
 
 url, seed = sys.argv[1], int(sys.argv[2])

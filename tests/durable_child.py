@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
 from autodiscovery.agents.search import SearchAgent  # noqa: E402
-from autodiscovery.loop import Loop  # noqa: E402
+from autodiscovery.running.loop import Loop  # noqa: E402
 from autodiscovery.store import Run, Store  # noqa: E402
 
 CAMPAIGN = ["budget.candidates=12", "stop.patience=50", "stop.target=5", "agent.search.batch=3"]

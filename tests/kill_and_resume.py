@@ -5,7 +5,13 @@
 The points: while a candidate is measured, during a head-to-head (measured, not yet decided), and while
 a new batch is built. Prints both walks side by side and what each database holds.
 """
-import os, signal, sqlite3, subprocess, sys, time
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
 OUT = sys.argv[1]
 os.makedirs(OUT, exist_ok=True)
 ARGS = ["--campaign", "hopper-gemm", "--set", "budget.candidates=10", *sys.argv[2:], "--quiet"]

@@ -14,10 +14,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autodiscovery.build import BuildReport
+from autodiscovery.agents.space import Space
 from autodiscovery.campaign import SEARCH_SPACES
 from autodiscovery.interfaces import HarnessBase, Outcome
-from autodiscovery.space import Space
+from autodiscovery.toolkit.build import BuildReport
 from harnesses.accelsim import AccelsimHarness
 from harnesses.hopper_gemm import HopperGemmHarness
 from harnesses.hopper_gemm.manifest import parse, resolve
@@ -102,6 +102,7 @@ class ReplayHarness(HarnessBase):
     name: str = "replay"
     needs_gpu = True
     objective = HopperGemmHarness.objective
+    Problem = HopperGemmHarness.Problem
 
     def __post_init__(self) -> None:
         self.by_hash = source_index(self.space)
@@ -173,6 +174,8 @@ class CampaignReplay(ReplayHarness):
     class Settings(HopperGemmHarness.Settings):
         name: str = "replay:CampaignReplay"
 
+    Problem = HopperGemmHarness.Problem
+
     def __init__(self, campaign) -> None:
         super().__init__(Space(campaign.agent.search.space))
 
@@ -195,6 +198,7 @@ class SimReplay(HarnessBase):
     """Each simulation keeps a child process busy on a CPU this long, as a simulator would."""
     name: str = "sim-replay"
     objective = AccelsimHarness.objective
+    Problem = AccelsimHarness.Problem
 
     def preflight(self, need_gpu: bool = True) -> dict:
         return {"gpu": "simulated", "simulator": "replay"}

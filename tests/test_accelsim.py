@@ -4,17 +4,23 @@ the launch path with a stand-in program, the analytical model, and the phases dr
 from __future__ import annotations
 
 import json
-
 import os
 from pathlib import Path
 
 import pytest
 
 from autodiscovery import campaign as campaigns
-from harnesses.accelsim.agent import CodesignAgent
 from harnesses.accelsim import AccelsimHarness, simlog, tensor_bound
 from harnesses.accelsim import report as accelsim_report
-from harnesses.accelsim.arch import ArchError, Architecture, block, option_values, render_config, split
+from harnesses.accelsim.agent import CodesignAgent
+from harnesses.accelsim.arch import (
+    ArchError,
+    Architecture,
+    block,
+    option_values,
+    render_config,
+    split,
+)
 from harnesses.accelsim.model import predict
 from harnesses.hopper_gemm.build import BuildReport
 
@@ -170,8 +176,8 @@ def test_analytical_model_moves_the_right_way():
 def test_phases_driven_by_recorded_results(tmp_path):
     from replay import SimReplay, offline_agent
 
-    from autodiscovery import report
-    from autodiscovery.loop import Loop
+    from autodiscovery.review import report
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", ["harness.parallel=2"])
@@ -257,7 +263,7 @@ def test_report_prints_the_phase_table(tmp_path):
     from typer.testing import CliRunner
 
     from autodiscovery.cli import app
-    from autodiscovery.loop import Loop
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 3, C: 1, D: 2, E_kernels: 1, E_archs: 1}"])
@@ -275,8 +281,8 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
 
     from replay import SimReplay, offline_agent
 
-    from autodiscovery import report
-    from autodiscovery.loop import Loop
+    from autodiscovery.review import report
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
@@ -310,7 +316,7 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
     from typer.testing import CliRunner
 
     from autodiscovery.cli import app
-    from autodiscovery.loop import Loop
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Decision, Store
 
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
@@ -409,7 +415,7 @@ def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_p
 def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
     """Phase D's single changes are compared with the best kernel on stock: a knob whose change leaves
     the cycles exactly where they were (inert at this shape) is held at stock for the rest of D."""
-    from autodiscovery.agents import History, Record
+    from autodiscovery.interfaces import History, Record
     from autodiscovery.interfaces import Objective
 
     c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}",
@@ -436,7 +442,7 @@ def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
 def test_phase_d_stays_within_the_area_budget():
     """Every architecture phase D proposes fits `harness.arch.budget.area_pct`; a single change that
     does not is listed with its cost instead of being simulated."""
-    from autodiscovery.agents import History, Record
+    from autodiscovery.interfaces import History, Record
     from autodiscovery.interfaces import Objective
     from harnesses.accelsim.costs import estimate
 
@@ -470,7 +476,7 @@ def test_a_power_budget_bounds_phase_d_and_the_report_draws_both_fronts(tmp_path
     the power budget, and the report's fronts are cycles against area and against power."""
     from replay import SimReplay, offline_agent
 
-    from autodiscovery.loop import Loop
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
     from harnesses.accelsim.costs import estimate
 
@@ -502,8 +508,8 @@ def test_a_model_check_run_simulates_every_pick_and_stops(tmp_path):
     points), ending after phase C."""
     from replay import SimReplay, offline_agent
 
-    from autodiscovery import report
-    from autodiscovery.loop import Loop
+    from autodiscovery.review import report
+    from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 4, C: 4, D: 0, E_kernels: 1, E_archs: 1}",

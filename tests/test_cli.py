@@ -9,9 +9,10 @@ from conftest import HAS_GPU, needs_nvcc
 from replay import ReplayHarness
 from typer.testing import CliRunner
 
-from autodiscovery import campaign as campaigns, runner
+from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.cli import app
+from autodiscovery.running import runner
 from autodiscovery.store import Store
 
 cli = CliRunner()
@@ -124,7 +125,7 @@ def test_run_without_nvcc_names_it(tmp_path):
 
 
 def test_ladder_lists_each_familys_best(tmp_path, monkeypatch):
-    from autodiscovery.space import Space
+    from autodiscovery.agents.space import Space
 
     harness = ReplayHarness(Space("hopper_gemm"))
     results = runner.ladder("hopper-gemm", [], ["4096"], Store(tmp_path / "l.db"), per_family=4, harness=harness)

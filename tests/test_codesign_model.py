@@ -11,17 +11,27 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from replay import offline_agent, recorded_facts
 
 from autodiscovery import campaign as campaigns
-from autodiscovery.text import canon
+from autodiscovery.toolkit.text import canon
 from harnesses.accelsim import simlog
 from harnesses.accelsim.agent import CodesignAgent
 from harnesses.accelsim.arch import Architecture, option_values
 from harnesses.accelsim.costs import ArchSettings, Budget, estimate, pareto
-from harnesses.accelsim.model import (Fit, blocks_per_sm, conflict_degree, layout, leave_one_out, nnls, per_step, predict,
-                                      ptx_counts, spearman)
+from harnesses.accelsim.model import (
+    Fit,
+    blocks_per_sm,
+    conflict_degree,
+    layout,
+    leave_one_out,
+    nnls,
+    per_step,
+    predict,
+    ptx_counts,
+    spearman,
+)
 from harnesses.accelsim.platform import STOCK, Platform
-from replay import offline_agent, recorded_facts
 
 GPGPUSIM = Path(__file__).parent / "data" / "gpgpusim"  # real simulator output, trimmed (see its README)
 A100 = GPGPUSIM / "SM80_A100" / "gpgpusim.config"
@@ -209,7 +219,7 @@ def agent_with_recorded_facts(tmp_path) -> CodesignAgent:
 
 
 def records(points: list[dict], phases: str = "AB") -> list:
-    from autodiscovery.agents import Record
+    from autodiscovery.interfaces import Record
 
     return [Record(seq=p["seq"], family="wmma", knobs={"phase": p["phase"], "kernel": p["kernel"], "arch": STOCK_ARCH},
                    status="reverted", score=p["cycles"], kept=False, source_hash=str(p["seq"]))

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from autodiscovery import AutoDiscoveryError
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
-from autodiscovery.loop import Loop, Stop
+from autodiscovery.running.loop import Loop, Stop
 from autodiscovery.store import Candidate, Decision, Evaluation, Run, Store, StoreError
 
 CHILD = Path(__file__).parent / "durable_child.py"
@@ -238,12 +238,12 @@ def test_two_drivers_of_one_run_are_refused(tmp_path):
 
 
 def test_children_die_with_their_parent_and_by_their_own_deadline(tmp_path):
-    from autodiscovery.proc import tethered
+    from autodiscovery.toolkit.proc import tethered
 
     parent = subprocess.Popen([sys.executable, "-c", (
         "import subprocess, sys, time\n"
         "sys.path.insert(0, %r)\n"
-        "from autodiscovery.proc import tethered\n"
+        "from autodiscovery.toolkit.proc import tethered\n"
         "p = subprocess.Popen(['sleep', '60'], preexec_fn=tethered(None), start_new_session=True)\n"
         "print(p.pid, flush=True)\n"
         "time.sleep(60)\n") % str(Path(__file__).parent.parent)], stdout=subprocess.PIPE, text=True)
@@ -342,7 +342,7 @@ def interrupted(tmp_path):
     ("harness.nvcc_flags=[-O1]", "harness.nvcc_flags"), ("harness.baseline=best_lt", "harness.baseline"),
 ])
 def test_resume_refuses_what_changes_the_measurements(interrupted, override, key):
-    from autodiscovery import runner
+    from autodiscovery.running import runner
 
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)
     with pytest.raises(AutoDiscoveryError, match=f"run 1 was measured with {key} = "):
@@ -351,7 +351,7 @@ def test_resume_refuses_what_changes_the_measurements(interrupted, override, key
 
 
 def test_resume_takes_a_new_budget_and_refuses_a_new_toolchain_unless_told(interrupted):
-    from autodiscovery import runner
+    from autodiscovery.running import runner
 
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)
     with Store(interrupted).session() as s:

@@ -29,9 +29,9 @@ def recorded(tmp_path):
     """A database with one replayed run."""
     from replay import ReplayHarness
 
-    from autodiscovery import runner
     from autodiscovery.agents.search import SearchAgent
     from autodiscovery.campaign import load
+    from autodiscovery.running import runner
     from autodiscovery.store import Store
 
     path = tmp_path / "one.db"

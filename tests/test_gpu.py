@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autodiscovery import campaign as campaigns, report, runner
-from autodiscovery.space import Space
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.space import Space
+from autodiscovery.review import report
+from autodiscovery.running import runner
 from autodiscovery.store import Store
 from harnesses.hopper_gemm import HopperGemmHarness
 

@@ -9,8 +9,9 @@ from llm_server import ScriptedServer
 from test_llm_agent import edit_to, llm, replay_harness
 from typer.testing import CliRunner
 
-from autodiscovery import report, runner
 from autodiscovery.cli import app
+from autodiscovery.review import report
+from autodiscovery.running import runner
 from autodiscovery.store import Evaluation, Store
 
 cli = CliRunner()

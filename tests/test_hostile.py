@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
-from autodiscovery.evaluate import evaluate
+from autodiscovery.running.evaluate import evaluate
 from harnesses.hopper_gemm import HopperGemmHarness
 
 pytestmark = pytest.mark.gpu

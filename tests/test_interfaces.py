@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from autodiscovery import campaign as campaigns, registry
+from autodiscovery import campaign as campaigns
+from autodiscovery import registry
 from autodiscovery.interfaces import Agent, Harness, Objective
 
 

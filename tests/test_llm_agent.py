@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-
 from conftest import needs_nvcc
 from llm_server import ScriptedServer, edit_lines, fail, say, stall
 from typer.testing import CliRunner
@@ -158,7 +157,7 @@ def preflight_with(ping_script: list[dict], retries: int = 4):
     """The preflight against a server that answers its pings with `ping_script` first: (error or None,
     the pings it sent)."""
     from autodiscovery import campaign as campaigns
-    from autodiscovery.llm import LlmClient, LlmError
+    from autodiscovery.agents.client import LlmClient, LlmError
 
     with ScriptedServer([], ping_script=ping_script) as server:
         c = campaigns.load("hopper-gemm", ["agent.kind=llm", f"agent.llm.base_url={server.url}",
@@ -203,7 +202,7 @@ def test_each_model_gets_the_request_fields_it_accepts():
     answers for them); the client sends them `max_completion_tokens` and no temperature, chat models
     `max_tokens` and the temperature, and a model's `params` override either and add body fields."""
     from autodiscovery import campaign as campaigns
-    from autodiscovery.llm import LlmClient
+    from autodiscovery.agents.client import LlmClient
 
     refuses = {"gpt-5-mini": {"max_tokens": "max_completion_tokens", "temperature": ""}}
     script = [say("first"), say("second"), say("third")]
@@ -228,7 +227,7 @@ def test_each_model_gets_the_request_fields_it_accepts():
 
 def test_a_refused_parameter_is_one_line_naming_model_and_parameter():
     from autodiscovery import campaign as campaigns
-    from autodiscovery.llm import LlmClient, LlmError
+    from autodiscovery.agents.client import LlmClient, LlmError
 
     refuses = {"gpt-5-mini": {"max_tokens": "max_completion_tokens"}}
     with ScriptedServer([say("never")], models=("gpt-5-mini",), refuses=refuses) as server:
@@ -324,7 +323,8 @@ def llm(server, *extra) -> list[str]:
 
 
 def test_verdicts_flow_back_into_the_next_prompt(tmp_path, monkeypatch):
-    from autodiscovery import report, runner
+    from autodiscovery.review import report
+    from autodiscovery.running import runner
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     store = Store(tmp_path / "r.db")
@@ -349,7 +349,8 @@ def test_verdicts_flow_back_into_the_next_prompt(tmp_path, monkeypatch):
 
 
 def test_a_proposal_from_another_parent_is_decided_against_the_incumbent(tmp_path, monkeypatch):
-    from autodiscovery import report, runner
+    from autodiscovery.review import report
+    from autodiscovery.running import runner
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     store = Store(tmp_path / "p.db")
@@ -378,7 +379,7 @@ def test_a_proposal_from_another_parent_is_decided_against_the_incumbent(tmp_pat
 def test_a_batch_is_asked_side_by_side_while_the_previous_one_is_measured(tmp_path, monkeypatch):
     import time
 
-    from autodiscovery import runner
+    from autodiscovery.running import runner
 
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     store = Store(tmp_path / "c.db")

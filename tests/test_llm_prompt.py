@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
-from autodiscovery.agents import History, Record
+from autodiscovery.agents.client import LlmError
 from autodiscovery.agents.llm import LlmAgent
 from autodiscovery.agents.programs import Draw, Entry, Programs
 from autodiscovery.agents.prompting import tokens
-from autodiscovery.interfaces import HarnessBase
-from autodiscovery.llm import LlmError
+from autodiscovery.interfaces import HarnessBase, History, Record
+from harnesses.hopper_gemm import HopperGemmHarness
+
+GEMM = HopperGemmHarness.objective
 
 DATA = Path(__file__).parent / "data"
 UPDATE = bool(os.environ.get("AUTODISCOVERY_UPDATE_SNAPSHOTS"))
@@ -75,7 +77,7 @@ def history() -> History:
         rec(4, None, "rejected", "", hypothesis="(no hypothesis)", parent_seq=1,
             reason="no usable edit: SEARCH block 1 does not match the kernel"),
     ]
-    return History(records=records, incumbent=records[1])
+    return History(records=records, incumbent=records[1], objective=GEMM)
 
 
 def snapshot(name: str, text: str) -> None:
@@ -122,7 +124,7 @@ def test_a_parent_other_than_the_incumbent_is_named_and_measured_against_it():
 def test_a_real_candidates_prompt(tmp_path):
     """The prompt for the real H100 run's incumbent (tests/data/h100_run.db): well-formed, with its
     fingerprint's hardware, every kept step and its gain, the kernel whole."""
-    from autodiscovery.ledger import Ledger
+    from autodiscovery.running.ledger import Ledger
     from autodiscovery.store import Run, Store
     from harnesses.hopper_gemm import HopperGemmHarness
 
@@ -155,7 +157,7 @@ def test_fitting_leaves_out_diffs_then_attempts_then_inspirations_then_lineage()
         records.append(rec(i, 0.4 + 0.001 * i, "reverted", base.replace("STAGES = 4", f"STAGES = {i}  // try {i}"),
                            hypothesis=f"attempt number {i}: " + "an explanation of the idea " * 10, parent_seq=0,
                            reason="slower"))
-    h = History(records=records, incumbent=records[0])
+    h = History(records=records, incumbent=records[0], objective=GEMM)
     draw = Draw(Entry(records[0], "the incumbent"), (Entry(records[8], "near miss"),))
     full = agent()
     text = full.messages(h, draw)[1]["content"]
@@ -180,7 +182,7 @@ def test_the_program_database_and_its_draws():
                rec(2, 0.38, "reverted", family="mma_sync"), rec(3, 0.6, "reverted", family="wgmma_tma"),
                rec(4, 0.7, "kept", family="wgmma_ws"), rec(5, 0.69, "reverted"), rec(6, 0.5, "reverted"),
                rec(7, None, "compile_error")]
-    h = History(records=records, incumbent=records[4])
+    h = History(records=records, incumbent=records[4], objective=GEMM)
     db = Programs.of(h, near=0.03)
     roles = {e.record.seq: e.role for e in db.entries}
     # the incumbent first; each family's best (the slower of mma_sync not); the near miss #5 (-1.4%), not #6
@@ -195,7 +197,7 @@ def test_the_program_database_and_its_draws():
     batch = db.draws(random.Random(1), 4)
     keys = {(d.parent.record.seq, frozenset(e.record.seq for e in d.inspirations)) for d in batch}
     assert len(keys) == 4 and all(d.variant == 0 for d in batch)  # a batch's proposals differ
-    lone = Programs.of(History(records=records[:1], incumbent=records[0])).draws(random.Random(1), 3)
+    lone = Programs.of(History(records=records[:1], incumbent=records[0], objective=GEMM)).draws(random.Random(1), 3)
     assert [d.variant for d in lone] == [0, 1, 2]  # one program only: the repeats are marked (temperature)
     assert Programs.of(h).draws(random.Random(5), 3) == Programs.of(h).draws(random.Random(5), 3)
 

@@ -7,9 +7,9 @@ from replay import ReplayHarness, key, standin
 from sqlalchemy import select
 
 from autodiscovery import campaign as campaigns
-from autodiscovery import report
 from autodiscovery.agents.search import SearchAgent
-from autodiscovery.loop import Loop
+from autodiscovery.review import report
+from autodiscovery.running.loop import Loop
 from autodiscovery.store import Candidate, Decision, Evaluation, Run
 
 
@@ -164,7 +164,7 @@ def test_live_display_renders_a_run(campaign, store):
 
     from rich.console import Console
 
-    from autodiscovery.display import LiveDisplay
+    from autodiscovery.review.display import LiveDisplay
 
     out = io.StringIO()
     loop, _ = make_loop(campaign, store)

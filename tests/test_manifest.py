@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from autodiscovery.expr import ExprError, evaluate
+from autodiscovery.toolkit.expr import ExprError, evaluate
 from harnesses.hopper_gemm.manifest import ManifestError, parse, resolve
 
 NAMES = {"M": 4096, "N": 2048, "K": 512}
@@ -80,14 +80,14 @@ def test_missing_manifest():
 
 @pytest.mark.parametrize("bad", ["__import__('os')", "M.bit_length()", "[1][0]", "open(1)", "M if K else N", "M / 2"])
 def test_compiled_constraints_take_the_same_grammar(bad):
-    from autodiscovery.expr import compiled
+    from autodiscovery.toolkit.expr import compiled
 
     with pytest.raises(ExprError):
         compiled(bad)
 
 
 def test_compiled_constraints_agree_with_the_evaluator():
-    from autodiscovery.expr import compiled, run
+    from autodiscovery.toolkit.expr import compiled, run
 
     names = {**NAMES, "D": "M"}
     for text in ["cdiv(N, 128) * 2", "M % 128 == 0 and K >= 64", "D == 'M' or K > 1", "min(M, N) // 2 + (D != 'N')"]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from autodiscovery import display
+from autodiscovery.review import display
 from harnesses.hopper_gemm import ncu
 
 LOG = (Path(__file__).parent / "data" / "ncu_h100_cluster.csv").read_text()

@@ -14,7 +14,8 @@ ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]
 from conftest import needs_nvcc  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
-from autodiscovery import report, runner  # noqa: E402
+from autodiscovery.review import report
+from autodiscovery.running import runner  # noqa: E402
 from autodiscovery.store import Store  # noqa: E402
 
 TESTS = Path(__file__).parent

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from autodiscovery import report
 from autodiscovery.cli import app
 from autodiscovery.interfaces import HarnessBase
+from autodiscovery.review import report
 from autodiscovery.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -161,7 +161,7 @@ def pyplot():
 
 def charts(db: Path) -> tuple[dict, dict]:
     """The page's data and its charts as matplotlib figures, by name."""
-    from autodiscovery import html_report
+    from autodiscovery.review import html as html_report
 
     data = html_report.collect(Store(db), 1)
     return data, html_report.figures(data).figs
@@ -223,7 +223,7 @@ def test_the_progress_chart_shows_the_band_near_the_best_on_a_linear_scale(db, t
 
 
 def test_the_band_near_the_best_follows_the_objective_where_lower_is_better(pyplot):
-    from autodiscovery import html_report
+    from autodiscovery.review import html as html_report
 
     cycles = [1_000_000, 200_000, 30_000, 12_000, 11_000, 10_500, 10_000, 10_200, 13_500, 20_000]
     figs = html_report.figures(made_up("cycles", cycles, kept=[0, 1, 2, 3, 4, 5, 6])).figs
@@ -242,7 +242,7 @@ def test_the_legend_names_only_the_series_drawn(db, pyplot):
     labels = legend_labels(figs["progress"])
     assert {"kept", "reverted", "best so far", "cuBLAS"} <= set(labels)
     assert "failed or refused" not in labels  # none in this run
-    from autodiscovery import html_report
+    from autodiscovery.review import html as html_report
 
     some = html_report.figures(made_up("× cuBLAS", [0.5, None, 0.9, 0.8], kept=[0, 2])).figs
     assert "failed or refused" in legend_labels(some["progress"])
@@ -264,7 +264,7 @@ def test_the_best_label_stays_clear_of_the_baseline(db, pyplot):
     assert "#6" in best.get_text() and "1.009×" in best.get_text()
     assert clearance(fig, near_best, best, 1.0) > 3
     # A step just under cuBLAS and the best just over it: neither label crosses the line.
-    from autodiscovery import html_report
+    from autodiscovery.review import html as html_report
 
     steps = [{"step": i, "family": f, "score": t / 797, "tflops": t}
              for i, (f, t) in enumerate([("tiled", 200.0), ("wgmma", 790.0), ("cluster", 801.0)])]
@@ -329,7 +329,7 @@ def codesign_run(tmp_path: Path) -> Path:
     from replay import SimReplay, offline_agent
 
     from autodiscovery import campaign as campaigns
-    from autodiscovery.loop import Loop
+    from autodiscovery.running.loop import Loop
 
     c = campaigns.load("edge-codesign", ["harness.parallel=2"])
     db = tmp_path / "codesign.db"
@@ -370,6 +370,7 @@ class RecordedGpu(HarnessBase):
     from harnesses.hopper_gemm import HopperGemmHarness
 
     objective = HopperGemmHarness.objective
+    Problem = HopperGemmHarness.Problem
     build_workers = 1
 
     def __init__(self, db: Path, scale: dict[str, float] | None = None, fingerprint: dict | None = None) -> None:
@@ -389,7 +390,7 @@ class RecordedGpu(HarnessBase):
         return self.fp
 
     def build(self, source: str):
-        from autodiscovery.build import BuildReport
+        from autodiscovery.toolkit.build import BuildReport
 
         return BuildReport(ok=True, cache_key=str(hash(source)), artifact="recorded")
 
@@ -409,7 +410,7 @@ class RecordedGpu(HarnessBase):
 
 
 def test_replay_puts_the_recorded_and_the_replayed_figures_side_by_side(db):
-    from autodiscovery import runner
+    from autodiscovery.running import runner
 
     same = runner.replay(1, Store(db), harness=RecordedGpu(db))
     chain = run_json(["lineage", "1", "--db", str(db)])
@@ -457,7 +458,7 @@ def test_replay_table_and_json_through_the_cli(db, monkeypatch):
 def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
     from replay import SimReplay
 
-    from autodiscovery import runner
+    from autodiscovery.running import runner
 
     db = codesign_run(tmp_path)
     recorded = recorded_cycles()

@@ -12,9 +12,9 @@ from llm_server import ScriptedServer, fail, say
 from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
-from autodiscovery import sandbox
+from autodiscovery.agents.space import Space
 from autodiscovery.cli import app
-from autodiscovery.space import Space
+from autodiscovery.toolkit import sandbox
 
 KERNEL = 'extern "C" __global__ void gemm(float* c) { c[0] = 1.0f; }\n'
 REFUSED = [  # (what a candidate tries, its snippet, words of the reason it gets)
@@ -86,7 +86,7 @@ def test_a_refused_candidate_is_rejected_never_compiled(tmp_path):
     build = h.build(source)
     assert not build.ok and build.log.startswith("refused before compiling: a quoted #include")
     assert "abc123" not in build.log and not (tmp_path / "cache").exists()  # nvcc never ran
-    from autodiscovery.evaluate import screen
+    from autodiscovery.running.evaluate import screen
 
     out = screen(h, source)
     assert out.status == "rejected" and "a quoted #include" in out.log

@@ -6,12 +6,15 @@ import pytest
 from conftest import needs_nvcc
 
 from autodiscovery import campaign as campaigns
-from autodiscovery.agents import History, Record
 from autodiscovery.agents.search import SearchAgent
-from autodiscovery.text import canon
-from autodiscovery.space import Space
+from autodiscovery.agents.space import Space
+from autodiscovery.interfaces import History, Record
+from autodiscovery.toolkit.text import canon
+from harnesses.hopper_gemm import HopperGemmHarness
 from harnesses.hopper_gemm.build import Builder
 from harnesses.hopper_gemm.manifest import parse, resolve
+
+GEMM = HopperGemmHarness.objective
 
 SHAPE = {"M": 4096, "N": 4096, "K": 4096}
 
@@ -65,7 +68,7 @@ def test_agent_climbs_then_tunes_then_moves_on():
     agent = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.knob_patience=3"]))
     ladder = [f.name for f in agent.space.ladder()]
     seed = rec(0, "naive", {}, 0.005, kept=True)
-    first = agent.propose(History([seed], seed), 2)
+    first = agent.propose(History([seed], seed, GEMM), 2)
     assert [p.family for p in first] == ladder[1:3]  # structural moves first, in rung order
     assert all(p.proposer == "search:structural" and p.source for p in first)
     assert first[0].knobs == agent.space.families[ladder[1]].default
@@ -75,7 +78,7 @@ def test_agent_climbs_then_tunes_then_moves_on():
     tried = [rec(i + 1, f, agent.space.families[f].default, 0.05 * (i + 1), kept=True)
              for i, f in enumerate(ladder[1:])]
     best = tried[-1]
-    h = History([seed, *tried], best)
+    h = History([seed, *tried], best, GEMM)
     moves = agent.propose(h, 3)
     valid = [p for p in moves if not p.rejected]
     assert len(valid) == 3 and all(p.family == top and p.proposer == "search:knob" for p in valid)
@@ -88,12 +91,12 @@ def test_agent_climbs_then_tunes_then_moves_on():
     # Three knob moves in the top family without a keep: nothing lower is close enough to take a turn,
     # so the top family goes on; the search ends only when every valid configuration was tried.
     more = [rec(10 + i, top, p.knobs, 0.01) for i, p in enumerate(valid)]
-    again = agent.propose(History([seed, *tried, *more], best), 2)
+    again = agent.propose(History([seed, *tried, *more], best, GEMM), 2)
     assert [p.family for p in again] == [top, top]
     fam = agent.space.families[top]
     every = [k for k in fam.configurations() if not fam.violations(k, SHAPE)]
     done = [rec(100 + i, top, k, 0.01) for i, k in enumerate(every) if canon(k) != canon(best.knobs)]
-    assert agent.propose(History([seed, *tried, *done], best), 2) == []
+    assert agent.propose(History([seed, *tried, *done], best, GEMM), 2) == []
 
 
 def test_close_families_take_turns_after_patience():
@@ -104,12 +107,12 @@ def test_close_families_take_turns_after_patience():
     seed = rec(0, "naive", {}, 0.005, kept=True)
     low = rec(1, below, agent.space.families[below].default, 0.80, kept=True)
     best = rec(2, top, agent.space.families[top].default, 0.85, kept=True)
-    first = agent.propose(History([seed, low, best], best), 2)
+    first = agent.propose(History([seed, low, best], best, GEMM), 2)
     assert [p.family for p in first] == [top, top]  # the incumbent's family first
     tried = [rec(3 + i, top, p.knobs, 0.5) for i, p in enumerate(first)]
-    turn = agent.propose(History([seed, low, best, *tried], best), 2)
+    turn = agent.propose(History([seed, low, best, *tried], best, GEMM), 2)
     assert [p.family for p in turn] == [below, below]  # then the close one's round
-    assert agent.propose(History([seed, low, best, *tried], best), 2) == turn  # the same walk again
+    assert agent.propose(History([seed, low, best, *tried], best, GEMM), 2) == turn  # the same walk again
 
 
 @needs_nvcc
@@ -156,7 +159,7 @@ def test_after_the_climb_the_top_family_is_tuned_by_neighbour_moves(space):
     fam = space.families["wgmma_cluster"]
     records = [Record(seq=i, family=f.name, knobs=dict(f.default), status="kept", score=0.1 * (i + 1), kept=True,
                       source_hash=str(i)) for i, f in enumerate(space.ladder())]
-    moves = agent.propose(History(records=records, incumbent=records[-1]), 6)
+    moves = agent.propose(History(records=records, incumbent=records[-1], objective=GEMM), 6)
     assert all(p.family == "wgmma_cluster" and p.rejected is None for p in moves)
     assert [p.knobs for p in moves] == agent.neighbours(fam, fam.default)[:6]
     assert all("one step from the family's best" in p.hypothesis for p in moves)

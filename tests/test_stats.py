@@ -1,6 +1,6 @@
 import numpy as np
 
-from autodiscovery.stats import median_ci, summarize_ratio
+from autodiscovery.toolkit.stats import median_ci, summarize_ratio
 
 
 def test_median_interval_covers_at_the_stated_level():

@@ -171,9 +171,9 @@ def test_every_command_works_on_postgresql(pg_server, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from autodiscovery import campaign as campaigns
-    from autodiscovery import runner
     from autodiscovery.agents.search import SearchAgent
     from autodiscovery.cli import app
+    from autodiscovery.running import runner
 
     url = pg_server.database()
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)

@@ -13,10 +13,15 @@ import random
 import statistics
 import time
 
-from autodiscovery.agents import Proposal
-from autodiscovery.build import BuildReport
 from autodiscovery.campaign import Strict
-from autodiscovery.interfaces import AgentBase, HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import (
+    AgentBase,
+    HarnessBase,
+    Objective,
+    Outcome,
+    Proposal,
+)
+from autodiscovery.toolkit.build import BuildReport
 
 
 class ToySettings(Strict):

@@ -13,13 +13,18 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from autodiscovery.agents import History, Proposal
 from autodiscovery.agents import edits
+from autodiscovery.agents.client import Call, LlmClient, LlmError, LlmModel, LlmSettings
 from autodiscovery.agents.programs import Draw, Programs
-from autodiscovery.agents.prompting import PromptBuilder, cublas_tflops, environment, tokens, trim
-from autodiscovery.campaign import Campaign, LlmModel
-from autodiscovery.interfaces import AgentBase
-from autodiscovery.llm import Call, LlmClient, LlmError
+from autodiscovery.agents.prompting import (
+    PromptBuilder,
+    cublas_tflops,
+    environment,
+    tokens,
+    trim,
+)
+from autodiscovery.campaign import Campaign
+from autodiscovery.interfaces import AgentBase, History, Proposal
 from autodiscovery.store import LlmCall
 
 TEMPERATURE_STEP = 0.2
@@ -31,10 +36,16 @@ UNPROBED = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.0", "sms": 132, 
 
 class LlmAgent(AgentBase):
     name = "llm"
+    Settings = LlmSettings
+
+    @classmethod
+    def check(cls, settings: LlmSettings) -> None:
+        if not settings.models:
+            raise ValueError("models: the llm agent needs at least one model (or --model NAME)")
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
-        self.settings = campaign.agent.llm
+        self.settings = campaign.agent.of(LlmAgent)
         self.batch = self.settings.batch
         self.overlap = self.settings.overlap
         self.env = environment()
@@ -154,7 +165,7 @@ def messages(campaign: Campaign, fingerprint: dict, harness, history: History, d
              reserve: int = 0) -> list[dict]:
     """The system and user messages that open a proposal made from `draw`, the user message fitted to
     agent.llm.context_tokens with `reserve` tokens to spare."""
-    settings = campaign.agent.llm
+    settings = campaign.agent.of(LlmAgent)
     builder = PromptBuilder(prompt_facts(campaign, fingerprint, harness), settings.attempts_shown, settings.diff_lines)
     system = builder.system()
     room = None if settings.context_tokens is None else settings.context_tokens - settings.max_tokens - tokens(system)

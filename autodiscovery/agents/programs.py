@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from autodiscovery.agents import History, Record
+from autodiscovery.interfaces import History, Record
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from importlib import resources
 
 import jinja2
 
-from autodiscovery.agents import History, Record
 from autodiscovery.agents.programs import Draw, Entry
+from autodiscovery.interfaces import History, Record
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
 SHOWN = ("kept", "reverted", "measured", "built", "rejected", "compile_error", "incorrect", "timeout", "crashed")
@@ -27,7 +27,7 @@ PROFILE_ROWS = [  # (key in a profile summary, label, format)
 
 
 def environment() -> jinja2.Environment:
-    folder = resources.files("autodiscovery") / "prompts"
+    folder = resources.files("autodiscovery.agents") / "prompts"
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
                               keep_trailing_newline=True, trim_blocks=True)
 

@@ -18,22 +18,45 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from autodiscovery.agents import History, Proposal, Record, tpe
-from autodiscovery.interfaces import AgentBase
-from autodiscovery.text import canon
-from autodiscovery.campaign import Campaign
-from autodiscovery.space import Family, Space
+from pydantic import Field
+
+from autodiscovery.agents import tpe
+from autodiscovery.agents.space import Family, Space
+from autodiscovery.campaign import Campaign, Strict
+from autodiscovery.interfaces import AgentBase, History, Proposal, Record
+from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
 CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best is within 10% of it
 MAX_REJECTED = 0  # constraint rejections recorded per call (each would take budget); invalid draws are skipped
 
 
+class SearchSettings(Strict):
+    """`agent.search`: the built-in search over a space of kernel families."""
+
+    space: str = "hopper_gemm"
+    """Folder under search_spaces/ holding families.yaml."""
+    seed: int = 0
+    """Random seed of the knob optimizer."""
+    knob_patience: int = Field(6, ge=1)
+    """Knob moves without a keep before another family worth tuning gets its turn (families take turns;
+    the run ends by the loop's stop rules, or when every valid configuration was tried)."""
+    batch: int = Field(4, ge=1, le=64)
+    """Candidates proposed at once, built in parallel."""
+    overlap: bool | None = None
+    """Propose and build the next batch while the current one is measured (it then sees the verdicts of
+    the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
+
+
+
+
 class SearchAgent(AgentBase):
     name = "search"
+    Settings = SearchSettings
 
     def __init__(self, campaign: Campaign) -> None:
-        s = campaign.agent.search
+        s = campaign.agent.of(SearchAgent)
+        self.batch = s.batch
         self.space = Space(s.space)
         self.seed = s.seed
         self.patience = s.knob_patience

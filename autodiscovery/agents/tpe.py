@@ -14,7 +14,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import Trial, TrialState, create_trial
 
-from autodiscovery.text import canon
+from autodiscovery.toolkit.text import canon
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.syntax import Syntax
 
-from autodiscovery import AutoDiscoveryError, display, report, runner
+from autodiscovery import AutoDiscoveryError
 from autodiscovery.cli.common import (
     DbOption,
     SetOption,
@@ -23,6 +23,8 @@ from autodiscovery.cli.common import (
     store,
     write,
 )
+from autodiscovery.review import display, report
+from autodiscovery.running import runner
 from autodiscovery.store import RunStatus
 
 
@@ -124,7 +126,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
     """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
     db = store(db)
     if out is not None or png is not None:
-        from autodiscovery import html_report
+        from autodiscovery.review import html as html_report
 
         if out is not None:
             destination(out)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from autodiscovery import AutoDiscoveryError, display, registry, report, runner
+from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery import campaign as campaigns
 from autodiscovery.cli.common import (
     DbOption,
@@ -23,7 +23,9 @@ from autodiscovery.cli.common import (
     say,
     store,
 )
-from autodiscovery.loop import Stop
+from autodiscovery.review import display, report
+from autodiscovery.running import runner
+from autodiscovery.running.loop import Stop
 
 
 @app.command()

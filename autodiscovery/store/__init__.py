@@ -6,16 +6,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy import inspect
-from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DatabaseError,
+    IntegrityError,
+    OperationalError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.store.migrations import migrate
 from autodiscovery.store.models import (
-    Base, Build, Candidate, CandidateStatus, Decision, Evaluation, EvalStatus, LlmCall, Run, RunStatus,
+    Base,
+    Build,
+    Candidate,
+    CandidateStatus,
+    Decision,
+    EvalStatus,
+    Evaluation,
+    LlmCall,
+    Run,
+    RunStatus,
 )
 
 DEFAULT_DB = ROOT / "runs" / "autodiscovery.db"

@@ -9,8 +9,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sqlalchemy import (
-    JSON, Boolean, Column, Connection, DateTime, Engine, Float, ForeignKey, Integer, MetaData, String, Table,
-    Text, func, inspect, select, text,
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    func,
+    inspect,
+    select,
+    text,
 )
 
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = []

@@ -19,15 +19,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from autodiscovery import ROOT, AutoDiscoveryError, sandbox
+from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
-from autodiscovery.proc import tethered
+from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key, parse_ptxas
+from autodiscovery.toolkit.proc import tethered
 from harnesses.accelsim import data, report, simlog, tools
-from harnesses.accelsim.arch import Architecture, ArchError, option_values, render_config, split
+from harnesses.accelsim.arch import (
+    ArchError,
+    Architecture,
+    option_values,
+    render_config,
+    split,
+)
 from harnesses.accelsim.platform import STOCK
 from harnesses.accelsim.settings import Settings
-from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
+from harnesses.hopper_gemm.settings import Problem
 
 
 class SimulatorMissing(AutoDiscoveryError):
@@ -73,6 +81,7 @@ def tensor_bound(M: int, N: int, K: int, arch: Architecture, units_per_sm: int) 
 class AccelsimHarness(HarnessBase):
     name = "accelsim"
     Settings = Settings
+    Problem = Problem
     objective = Objective("cycles", higher_is_better=False, path=("cycles",), spec="d", joiner=" ")
 
     def __init__(self, campaign: Campaign) -> None:

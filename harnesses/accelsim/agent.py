@@ -23,27 +23,65 @@ from typing import Any
 
 import jinja2
 import yaml
+from pydantic import Field
 
 from autodiscovery import ROOT
-from autodiscovery.agents import History, Proposal, Record, tpe
-from autodiscovery.interfaces import AgentBase
-from autodiscovery.text import canon
-from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
-from autodiscovery.space import Family
+from autodiscovery.agents import tpe
+from autodiscovery.agents.space import Family
+from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign, Strict
+from autodiscovery.interfaces import AgentBase, History, Proposal, Record
+from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit.text import canon
+from harnesses.accelsim import tools
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.costs import ArchSettings
-from harnesses.accelsim.model import Fit, features, leave_one_out, prior, ptx_counts, ptxas_registers
-from harnesses.accelsim import tools
-from autodiscovery import sandbox
+from harnesses.accelsim.model import (
+    Fit,
+    features,
+    leave_one_out,
+    prior,
+    ptx_counts,
+    ptxas_registers,
+)
+
+
+class CodesignPhases(Strict):
+    B: int = Field(12, ge=0)
+    """Kernel-only candidates, architecture frozen at stock."""
+    C: int = Field(3, ge=0)
+    """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
+    D: int = Field(12, ge=0)
+    """Architecture-only candidates, the best kernel frozen: one change at a time from stock first
+    (eight at the shipped knobs), then TPE over the knobs that changed anything."""
+    E_kernels: int = Field(2, ge=1)
+    """Phase E crosses this many best kernels of B and C ..."""
+    E_archs: int = Field(2, ge=1)
+    """... with this many best architectures of D."""
+
+
+class CodesignSettings(Strict):
+    """`agent.codesign`: the phases of a kernel × architecture co-design."""
+
+    space: str = "edge_codesign"
+    """Folder under search_spaces/ with the kernel family and the architecture knobs."""
+    seed: int = 0
+    phases: CodesignPhases = CodesignPhases()
+    model_trust: float = Field(0.8, ge=-1, le=1.01)
+    """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
+    then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
+    shortlist: int = Field(48, ge=1)
+    """Phase C ranks every valid kernel on facts estimated from its knobs, then compiles this many of
+    the best to rank them again on their own PTX (about a second of nvcc each)."""
 
 
 
 class CodesignAgent(AgentBase):
     name = "codesign"
+    Settings = CodesignSettings
     exhausted_reason = "all phases done (A baseline, B kernel, C model check, D architecture, E cross)"
 
     def __init__(self, campaign: Campaign) -> None:
-        s = campaign.agent.codesign
+        s = campaign.agent.of(CodesignAgent)
         data = yaml.safe_load((SEARCH_SPACES / s.space / "space.yaml").read_text())
         self.kernel = Family.model_validate(data["kernel"])
         self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture",

@@ -17,14 +17,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from autodiscovery import ROOT, AutoDiscoveryError, sandbox
+from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
-from autodiscovery.text import first_line
-from autodiscovery.proc import tethered
-from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError, nvcc_version
+from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit.proc import tethered
+from autodiscovery.toolkit.text import first_line
+from harnesses.hopper_gemm.build import (
+    Builder,
+    BuildReport,
+    ToolchainError,
+    nvcc_version,
+)
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
-from harnesses.hopper_gemm.settings import Settings, relative_tolerance
+from harnesses.hopper_gemm.settings import Problem, Settings, relative_tolerance
 
 __all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "ToolchainError"]
 
@@ -44,6 +50,7 @@ class HopperGemmHarness(HarnessBase):
     name = "hopper_gemm"
     needs_gpu = True
     Settings = Settings
+    Problem = Problem
     objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"))
 
     def __init__(self, campaign: Campaign) -> None:

@@ -9,8 +9,9 @@ import time
 from functools import cache
 from pathlib import Path
 
-from autodiscovery import AutoDiscoveryError, sandbox
-from autodiscovery.build import BuildCache, BuildReport, build_key, parse_ptxas
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key, parse_ptxas
 
 __all__ = ["Builder", "BuildReport", "ToolchainError", "cuobjdump", "gencode", "nvcc_version", "parse_ptxas"]
 

@@ -14,7 +14,12 @@ import statistics
 import cupy as cp
 
 from harnesses.hopper_gemm.gpu import (
-    CUBLAS_COMPUTE_32F, CUBLAS_OP_N, CUBLAS_OP_T, CUDA_R_16BF, CudaError, load_library,
+    CUBLAS_COMPUTE_32F,
+    CUBLAS_OP_N,
+    CUBLAS_OP_T,
+    CUDA_R_16BF,
+    CudaError,
+    load_library,
 )
 
 # Enum values from cublasLt.h (cublasLtMatmulDescAttributes_t, cublasLtMatmulPreferenceAttributes_t)

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autodiscovery import AutoDiscoveryError
-from autodiscovery.expr import ExprError, evaluate
+from autodiscovery.toolkit.expr import ExprError, evaluate
 
 MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
 MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into

@@ -7,12 +7,36 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from autodiscovery.campaign import Strict
+from autodiscovery.campaign import ProblemBase, Strict
 
 
 def relative_tolerance(tolerance: float, per_sqrt_k: float, K: int) -> float:
     """The relative error an output may have at this K: it grows with √K as honest fp32 error does."""
     return min(tolerance, max(2e-4, per_sqrt_k * math.sqrt(K)))
+
+
+class Problem(ProblemBase):
+    """C = A·Bᵀ with A M×K, B N×K and C M×N, all row-major."""
+
+    M: int = Field(4096, gt=0)
+    """Rows of A and C."""
+    N: int = Field(4096, gt=0)
+    """Rows of B, columns of C."""
+    K: int = Field(4096, gt=0)
+    """The reduction dimension: columns of A and B."""
+    dtype_in: Literal["bf16", "fp16"] = "bf16"
+    """Element type of A and B."""
+    accumulate: Literal["fp32"] = "fp32"
+    """Accumulator type, also cuBLAS's compute type."""
+    dtype_out: Literal["bf16", "fp32"] = "bf16"
+    """Element type of C."""
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    def describe(self) -> str:
+        return f"{self.M}×{self.N}×{self.K}"
 
 
 class Settings(Strict):

@@ -105,9 +105,20 @@ def _version(v: int, cublas: bool = False) -> str:
 
 
 def benchmark(job: dict) -> dict:
-    from autodiscovery.stats import summarize_ratio
-    from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, PowerSampler, device_info
-    from harnesses.hopper_gemm.measure import Bench, GateFailure, Tolerance, elapsed, failure
+    from autodiscovery.toolkit.stats import summarize_ratio
+    from harnesses.hopper_gemm.gpu import (
+        Kernel,
+        LaunchRefused,
+        PowerSampler,
+        device_info,
+    )
+    from harnesses.hopper_gemm.measure import (
+        Bench,
+        GateFailure,
+        Tolerance,
+        elapsed,
+        failure,
+    )
 
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
@@ -183,7 +194,7 @@ def replay(job: dict) -> dict:
     """Several kernels (a lineage's steps) in one process: each gated on its own, then every one that
     passed timed in one interleaved rotation with the baseline. metrics["steps"][name] holds each
     kernel's own outcome, with its × baseline from the pairs it shared with the baseline."""
-    from autodiscovery.stats import summarize_ratio
+    from autodiscovery.toolkit.stats import summarize_ratio
     from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
     from harnesses.hopper_gemm.measure import Bench, GateFailure, Tolerance, failure
 

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from autodiscovery import AutoDiscoveryError
-from autodiscovery.agents import History, Proposal, Record
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
-from autodiscovery.evaluate import assess, screen
-from autodiscovery.ledger import source_hash
+from autodiscovery.interfaces import History, Proposal, Record
+from autodiscovery.running.evaluate import assess, screen
+from autodiscovery.running.ledger import source_hash
 from autodiscovery.store import Candidate, Evaluation, Run, Store
-from autodiscovery.text import canon
+from autodiscovery.toolkit.text import canon
 
 
 @dataclass

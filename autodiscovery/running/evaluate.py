@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from autodiscovery import AutoDiscoveryError
-from autodiscovery.build import BuildReport
 from autodiscovery.interfaces import Harness, Outcome
+from autodiscovery.toolkit.build import BuildReport
 
 
 def screen(harness: Harness, source: str) -> Outcome | None:

@@ -7,11 +7,10 @@ from collections.abc import Callable
 
 from sqlalchemy import func, select, update
 
-from autodiscovery.agents import History, Proposal, Record
-from autodiscovery.build import BuildReport
-from autodiscovery.interfaces import Objective, Outcome
+from autodiscovery.interfaces import History, Objective, Outcome, Proposal, Record
 from autodiscovery.store import Candidate, Decision, Evaluation, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
+from autodiscovery.toolkit.build import BuildReport
 
 FAILED = {"compile_error", "incorrect", "timeout", "crashed"}
 CUT_OFF = "cut off: the run stopped before this evaluation finished; it is done again on resume"

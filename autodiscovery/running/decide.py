@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from autodiscovery.agents import History
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Harness, Outcome
-from autodiscovery.ledger import Ledger, counted, score_of
-from autodiscovery.text import first_line
+from autodiscovery.interfaces import Harness, History, Outcome
+from autodiscovery.running.ledger import Ledger, counted, score_of
+from autodiscovery.toolkit.text import first_line
 
 STOPPED = "stopped at a safe point on request"
 

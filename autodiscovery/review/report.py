@@ -12,9 +12,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError, registry
-from autodiscovery.display import sections_table
 from autodiscovery.interfaces import Objective, Section
-from autodiscovery.ledger import score_of
+from autodiscovery.review.display import sections_table
+from autodiscovery.running.ledger import score_of
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 
 from autodiscovery import AutoDiscoveryError, registry
-from autodiscovery.agents import Proposal
 from autodiscovery.campaign import Campaign, apply_override, load, validate
-from autodiscovery.evaluate import assess
-from autodiscovery.loop import Display, Loop, Quiet, Stop
-from autodiscovery.ledger import score_of
-from autodiscovery.report import objective_of
+from autodiscovery.interfaces import Proposal
+from autodiscovery.review.report import objective_of
+from autodiscovery.running.evaluate import assess
+from autodiscovery.running.ledger import score_of
+from autodiscovery.running.loop import Display, Loop, Quiet, Stop
 from autodiscovery.store import Candidate, Run, Store
-from autodiscovery.text import first_line
 from autodiscovery.store.models import utcnow
+from autodiscovery.toolkit.text import first_line
 
 # What a resumed run may change: how long it goes on, who proposes, how patient it is. Everything else
 # (the problem, the gate, the timing, the compiler and its flags) is what its measurements mean.
@@ -24,7 +24,7 @@ TOOLCHAIN = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas", "simulat
 
 
 def prepare(campaign: Campaign, harness=None):
-    from autodiscovery import executors
+    from autodiscovery.running import executors
 
     harness = executors.wrap(harness or registry.harness(campaign.harness.name)(campaign), campaign.executor)
     agent = registry.agent(campaign.agent.kind)(campaign)
@@ -206,9 +206,9 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     best), with inspirations drawn from the run's program database as a proposal draws them."""
     import random
 
-    from autodiscovery.agents.llm import messages
+    from autodiscovery.agents.llm import LlmAgent, messages
     from autodiscovery.agents.programs import Entry, Programs
-    from autodiscovery.ledger import Ledger
+    from autodiscovery.running.ledger import Ledger
 
     config, _ = origin(store, ref, "prompt")
     run_id, seq = (int(x) for x in config.pop("origin").split("/"))
@@ -219,10 +219,11 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     campaign = validate(config, f"run {run_id} config", overrides)
     harness = harness or registry.harness(campaign.harness.name)(campaign)
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
-    programs = Programs.of(history, near=campaign.agent.llm.near_miss)
+    llm = campaign.agent.of(LlmAgent)
+    programs = Programs.of(history, near=llm.near_miss)
     target = next(r for r in history.records if r.seq == seq)
     entry = next((e for e in programs.entries if e.record.seq == seq), Entry(target, "chosen by hand"))
-    draw = programs.around(entry, random.Random(seed), campaign.agent.llm.inspirations)
+    draw = programs.around(entry, random.Random(seed), llm.inspirations)
     system, user = messages(campaign, fingerprint, harness, history, draw)
     return {"run": run_id, "seq": seq, "role": entry.role, "inspirations": [e.record.seq for e in draw.inspirations],
             "system": system["content"], "user": user["content"]}
@@ -240,7 +241,7 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     phase's winner), in one evaluation process where the harness can, beside the recorded figures."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from autodiscovery import report
+    from autodiscovery.review import report
     from autodiscovery.store import Candidate
 
     with store.session() as s:
@@ -320,7 +321,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: Store, per_family: int,
            families: list[str] | None = None, progress=lambda _: None, harness=None):
     """The best configuration of each family at each shape: [(shape, run_id, rungs)]."""
-    from autodiscovery.ladder import Ladder
+    from autodiscovery.running.ladder import Ladder
 
     parsed = [parse_shape(s) for s in shapes]
     out = []

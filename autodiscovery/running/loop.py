@@ -15,16 +15,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from autodiscovery import RunFailed, lease
-from autodiscovery.agents import Proposal, Record
+from autodiscovery import RunFailed
 from autodiscovery.campaign import Campaign
-from autodiscovery.decide import STOPPED, decide, stop_reason
-from autodiscovery.evaluate import assess, screen
-from autodiscovery.interfaces import Agent, Harness, Objective, Outcome
-from autodiscovery.ledger import FAILED, Ledger, counted, score_of, source_hash
-from autodiscovery.lease import Stop
+from autodiscovery.interfaces import (
+    Agent,
+    Harness,
+    Objective,
+    Outcome,
+    Proposal,
+    Record,
+)
+from autodiscovery.running import lease
+from autodiscovery.running.decide import STOPPED, decide, stop_reason
+from autodiscovery.running.evaluate import assess, screen
+from autodiscovery.running.lease import Stop
+from autodiscovery.running.ledger import FAILED, Ledger, counted, score_of, source_hash
 from autodiscovery.store import Candidate, Run, Store
-from autodiscovery.text import first_line
+from autodiscovery.toolkit.text import first_line
 
 __all__ = ["Display", "Loop", "Quiet", "STOPPED", "Stop", "counted", "source_hash"]
 
@@ -158,7 +165,7 @@ class Loop:
     # ---- proposals ------------------------------------------------------------------------
     def _room(self, h, in_flight: int = 0) -> int:
         """How many proposals to ask for: a batch, or what the budget has left."""
-        return min(self.agent.batch or self.campaign.agent.search.batch,
+        return min(self.agent.batch,
                    self.campaign.budget.candidates - sum(counted(r.status) for r in h.records) - in_flight)
 
     def _ask(self, h, in_flight: int, builds: ThreadPoolExecutor | None = None) -> list:

@@ -9,7 +9,13 @@ from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 from rich.tree import Tree
 
@@ -52,7 +58,7 @@ class LiveDisplay:
 
     def started(self, run: Any, campaign: Any, objective: Objective) -> None:
         self.objective = objective
-        self.title = f"run {run.id} · {campaign.name} · {campaign.problem.M}×{campaign.problem.N}×{campaign.problem.K}"
+        self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
         self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
         done = sum(c.status != "proposed" for c in run.candidates)
         self.progress.update(self.task, completed=done)

@@ -20,7 +20,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from autodiscovery import report
+from autodiscovery.review import report
 from autodiscovery.store import Store
 
 TEMPLATES = Path(__file__).parent / "templates"

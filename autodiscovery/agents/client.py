@@ -8,18 +8,101 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import openai
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from pydantic import Field
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from autodiscovery import RunFailed
-from autodiscovery.campaign import LlmAgentSettings, LlmModel
+from autodiscovery.campaign import Strict
 
 PING = "Reply with OK."
 """The preflight's request to each model."""
 REASONING_MODELS = re.compile(r"^(openai/)?(gpt-5|o1|o3|o4)([-.:]|$)")
 """OpenAI models that refuse `max_tokens` and `temperature` (they take `max_completion_tokens`)."""
 TRANSIENT = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
+
+
+class LlmParams(Strict):
+    """How requests to one model are made; each field left out takes the default that works for the
+    kind of model (OpenAI's reasoning models gpt-5, o1, o3, o4 take `max_completion_tokens` and no
+    temperature; chat models, vLLM and Ollama take `max_tokens` and a temperature)."""
+
+    token_limit: Literal["max_tokens", "max_completion_tokens"] | None = None
+    """The name of the output-token limit the endpoint accepts for this model."""
+    temperature: float | None = Field(None, ge=0, le=2)
+    """Sampling temperature (none: agent.llm.temperature, not sent to reasoning models)."""
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    """For reasoning models; none: not sent."""
+    extra_body: dict[str, Any] = {}
+    """Further fields of the request body, e.g. Ollama's {"options": {"num_ctx": 32768}}."""
+
+
+class LlmModel(Strict):
+    name: str
+    """The model's name at the endpoint."""
+    weight: float = Field(1.0, gt=0)
+    """Share of the proposals this model makes (models are drawn at random by weight)."""
+    price_in: float | None = Field(None, ge=0)
+    """Price per million input tokens, for cost accounting (none: cost not tracked)."""
+    price_out: float | None = Field(None, ge=0)
+    """Price per million output tokens."""
+    params: LlmParams = LlmParams()
+    """How requests to this model are made (token-limit name, temperature, reasoning effort, extra fields)."""
+
+
+class LlmSettings(Strict):
+    """`agent.llm`: the endpoint, its models and how they are asked."""
+
+    base_url: str | None = None
+    """An OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LiteLLM); none: the client's default."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable that holds the key."""
+    models: list[LlmModel] = []
+    """One or more models; each proposal records which one made it."""
+    batch: int = Field(2, ge=1, le=64)
+    """Proposals requested per round; each draws its own parent and inspirations."""
+    concurrency: int = Field(2, ge=1, le=64)
+    """Requests in flight at once (the proposals of a batch are asked for side by side)."""
+    overlap: bool = True
+    """Ask for the next batch while the current one is built and measured (its verdicts then reach the
+    batch after next); false: every batch sees the verdicts of the one before."""
+    inspirations: int = Field(2, ge=0, le=8)
+    """Other kernels of the program database shown with each prompt, with their code and figures."""
+    exploit: float = Field(0.5, ge=0, le=1)
+    """Chance that a proposal starts from the incumbent; otherwise from another entry of the program
+    database (a family's best, a near miss)."""
+    near_miss: float = Field(0.03, ge=0, le=1)
+    """Measured candidates within this fraction of the incumbent are kept as near misses to build on."""
+    diff_lines: int = Field(40, ge=0)
+    """Lines of each past attempt's diff shown in the prompt."""
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(8000, ge=64)
+    """Most output tokens a reply may use."""
+    context_tokens: int | None = Field(None, ge=256)
+    """The model's context window: every request is fitted to it, less `max_tokens`, by leaving out the
+    diffs of the oldest attempts, then the oldest attempts, the inspirations, the oldest lineage steps,
+    and the oldest turns of a conversation; never the rules or the kernel to change (none: not fitted)."""
+    timeout_s: float = Field(300.0, gt=0)
+    """One request's time limit."""
+    retries: int = Field(4, ge=0)
+    """Retries with exponential backoff on 429, 5xx, timeouts and dropped connections."""
+    backoff_s: float = Field(1.0, gt=0)
+    """First backoff; it doubles with each retry, up to a minute."""
+    reflections: int = Field(3, ge=0, le=10)
+    """Replies per proposal that may be answered with a failed edit before giving up on it."""
+    repair_turns: int = Field(1, ge=0, le=5)
+    """Turns a candidate that does not compile gets to repair itself before it is recorded."""
+    attempts_shown: int = Field(8, ge=0)
+    """The most recent attempts (with verdicts) shown in each prompt."""
+    seed: int = 0
+    """Seed for drawing models by weight."""
 
 
 class LlmError(RunFailed):
@@ -41,7 +124,7 @@ class Call:
 
 
 class LlmClient:
-    def __init__(self, settings: LlmAgentSettings, log: Callable[[Call], int | None] = lambda c: None) -> None:
+    def __init__(self, settings: LlmSettings, log: Callable[[Call], int | None] = lambda c: None) -> None:
         self.settings = settings
         self.log = log
         key = os.environ.get(settings.api_key_env)

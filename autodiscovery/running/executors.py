@@ -51,7 +51,7 @@ def _call(harness, method: str, *args):
 
 def _here(harness, arg):
     """A (source, build) pair whose built file is not on this node is built here first."""
-    from autodiscovery.build import BuildReport
+    from autodiscovery.toolkit.build import BuildReport
 
     if isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[1], BuildReport):
         source, build = arg

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS
-from autodiscovery.expr import ExprError, compiled, run
+from autodiscovery.toolkit.expr import ExprError, compiled, run
 
 
 class SpaceError(AutoDiscoveryError):

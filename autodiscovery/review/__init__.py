@@ -1,0 +1,1 @@
+"""Reviewing what runs recorded: read-only views of the store, Rich tables, the HTML report, replay."""
