@@ -161,6 +161,8 @@ def _error(exc: ValidationError, source: str, prefix: tuple = (), overrides=()) 
 
 DEFAULT_HARNESS = "hopper_gemm"
 """The harness of a campaign that names none."""
+DEFAULT_CAMPAIGN = "hopper-gemm"
+"""The campaign of the commands that name none."""
 
 
 def _section(data: dict[str, Any], key: str, where: str, source: str, overrides) -> dict[str, Any]:

@@ -7,6 +7,7 @@ means (its `Objective`). The loop uses these methods and nothing else. Optional 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -20,25 +21,46 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Objective:
-    """What a harness's score is: its name and unit, which way is better, where it sits in the metrics."""
+    """What a harness's score is: its name and unit, which way is better, where it sits in the metrics,
+    and how to read it (its interval, its baseline, how much it moves between two measurements)."""
 
     name: str
-    """Shown after a value: '× cuBLAS', 'cycles'."""
+    """Shown after a value (a ratio to a baseline, a time, a count)."""
     higher_is_better: bool
     path: tuple[str, ...]
     """Where the score sits in an evaluation's metrics."""
     spec: str = ".3f"
     joiner: str = ""
-    """Between the value and the name: '' gives '0.877× cuBLAS', ' ' gives '23977 cycles'."""
+    """Between the value and the name: '' gives '0.877×…', ' ' gives '23977 …'."""
+    interval: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    """Where the ends of the score's confidence interval sit in the metrics (None: an exact figure)."""
+    reference: float | None = None
+    """The score the baseline itself would get (1.0 for a ratio to it): drawn as a line in charts."""
+    reference_name: str = ""
+    """What that line is called."""
+    noise: float = 0.0
+    """How far a measurement taken again may be from the recorded one before `replay` flags it, at
+    least (0: an exact figure, any difference is flagged)."""
 
-    def read(self, metrics: dict | None) -> float | None:
+    def read(self, metrics: dict | None, path: tuple[str, ...] | None = None) -> float | None:
         value: Any = metrics or {}
-        for key in self.path:
+        for key in path or self.path:
             value = value.get(key) if isinstance(value, dict) else None
         return value
 
-    def format(self, value: float | None) -> str:
-        return "–" if value is None else f"{format(value, self.spec)}{self.joiner}{self.name}"
+    def bounds(self, metrics: dict | None) -> tuple[float, float] | None:
+        """The score's confidence interval in these metrics, where the harness gives one."""
+        if self.interval is None:
+            return None
+        low, high = self.read(metrics, self.interval[0]), self.read(metrics, self.interval[1])
+        return (low, high) if low is not None and high is not None else None
+
+    def format(self, value: float | None, spec: str | None = None) -> str:
+        if value is None:
+            return "–"
+        spec = spec or self.spec
+        value = round(value) if spec.endswith("d") and isinstance(value, float) else value
+        return f"{format(value, spec)}{self.joiner}{self.name}"
 
     def better(self, a: float, b: float, margin: float = 0.0) -> bool:
         """Whether `a` beats `b` by more than the fraction `margin`."""
@@ -49,6 +71,64 @@ class Objective:
 
     def best(self, values: list[float]) -> float:
         return max(values) if self.higher_is_better else min(values)
+
+
+VIEWS = ("live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "replay-now", "report",
+         "summary", "prompt")
+"""Where a harness's `Column` may appear: the live view of a run, `show RUN`, `lineage`, `diff`,
+`measure`, `ladder`, `replay` (recorded and measured again; `replay-now`: measured again only), the
+HTML report's lineage, the one-line summaries of a run's best (`run`, the report's header), and the
+LLM agent's prompts (after a score: '0.877× …, 677.4 TFLOP/s')."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A figure a harness adds beside the objective wherever candidates are shown, read from an
+    evaluation's metrics and its build's facts (a rate, a share of a peak, a clock, a compiler fact)."""
+
+    key: str
+    """Its name in --json (`figures`)."""
+    label: str
+    """Its heading, and its unit after a value in the summaries and prompts."""
+    read: Callable[[dict, dict], Any]
+    """(metrics, build facts) -> the value, or None."""
+    spec: str = ".1f"
+    views: frozenset[str] = frozenset()
+    """Where it appears: any of `VIEWS`."""
+    after: bool = False
+    """Placed after the objective's columns (the default: before them)."""
+    note: str = ""
+    """What it means, where a page has room to say it (the HTML report's lineage)."""
+
+    def value(self, metrics: dict | None, build: dict | None = None) -> Any:
+        try:
+            return self.read(metrics or {}, build or {})
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return None
+
+    def text(self, value: Any) -> str:
+        if value is None:
+            return "–"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return format(value, self.spec) if self.spec and isinstance(value, (int, float)) else str(value)
+
+
+def columns(harness: Any, view: str, after: bool | None = None) -> list[Column]:
+    """The columns a harness (class or instance) shows in `view`; with `after`, only those on that side
+    of the objective."""
+    return [c for c in getattr(harness, "columns", ()) if view in c.views and (after is None or c.after == after)]
+
+
+@dataclass
+class Chart:
+    """A chart a harness adds to the HTML report (a matplotlib figure); one named like a core chart
+    (`lineage`) replaces it, one named by a `Section.chart` follows that table, any other gets a heading
+    of its own (`title`)."""
+
+    name: str
+    figure: Any
+    title: str = ""
 
 
 @dataclass
@@ -74,7 +154,8 @@ class Outcome:
     seconds: float = 0.0
     device: str = ""
     score: float | None = None
-    """The objective's value, for an `ok` outcome (the harness sets it; stored as metrics['score'])."""
+    """The objective's value, for an `ok` outcome (the harness sets it; the store keeps the metrics, where
+    the objective's `path` finds it again)."""
 
 
 @dataclass
@@ -115,7 +196,8 @@ class Record:
     build: dict[str, Any] = field(default_factory=dict)
     """What the store keeps of its build, where there was one: registers, smem_static, spill_stores,
     spill_loads, stack, and the harness's own facts."""
-    tflops: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """The metrics of its own measurement, where it passed the gate (what a harness's columns read)."""
     parent_seq: int | None = None
     """The candidate it was made from, in this run (None: the seed, or one from another run)."""
     verdict: str | None = None
@@ -123,7 +205,7 @@ class Record:
     reason: str = ""
     """Why it was kept, reverted or refused, in words."""
     profile: dict[str, Any] = field(default_factory=dict)
-    """Its latest Nsight Compute profile ({candidate, baseline, ...}), where `profile` stored one."""
+    """Its latest profile (what the harness's `profile` measured), where `autodiscovery profile` stored one."""
 
 
 @dataclass
@@ -221,7 +303,8 @@ class Harness(Protocol):
 
 
 class HarnessBase:
-    """Defaults for the optional hooks of `Harness`, and the ones a harness's package adds to the CLI."""
+    """Defaults for the optional hooks of `Harness`: how its numbers are shown (columns, report sections,
+    charts, prompts), what `doctor` checks, what a resumed run may change."""
 
     name = "harness"
     parallel = 1
@@ -230,6 +313,19 @@ class HarnessBase:
     build_workers = 0
     Settings: ClassVar[type]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""
+    columns: ClassVar[tuple[Column, ...]] = ()
+    """The figures it adds beside the objective (`Column`), each in the views it names."""
+    resumable: ClassVar[tuple[str, ...]] = ("timeout_s", "build_workers", "cache_dir")
+    """Fields of its settings a resumed run may change (what the measurements mean stays)."""
+    toolchain: ClassVar[tuple[str, ...]] = ()
+    """Keys of its fingerprint a resumed run must find unchanged (compiler, driver, libraries,
+    simulator), unless it is told to go on with another (`--allow-new-toolchain`)."""
+
+    @classmethod
+    def identity(cls, fingerprint: dict) -> dict:
+        """The facts of a fingerprint that say where and with what a measurement was made, as `replay`
+        compares them (the device under `gpu`, and the toolchain)."""
+        return {k: fingerprint[k] for k in ("gpu", *cls.toolchain) if k in fingerprint}
 
     def adopt(self, fingerprint: dict) -> None:
         pass
@@ -245,11 +341,40 @@ class HarnessBase:
         return []
 
     @staticmethod
+    def charts(data: dict) -> list[Chart]:
+        """Charts for the HTML report, drawn from its data (`autodiscovery.review.html.collect`: the run,
+        every candidate, the lineage, the best's measurement, `summary_data`); the helpers in
+        `autodiscovery.review.charts` draw in the report's style."""
+        return []
+
+    @staticmethod
     def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
         """(what, where it was found or None, what to do if missing, whether this campaign needs it) for
         `autodiscovery doctor`: what `run` would find missing, so that the two agree."""
         return []
 
-    def prompt_facts(self) -> dict:
-        """Facts of the problem an LLM agent's prompt states (its correctness bar, say)."""
-        return {}
+    @staticmethod
+    def build_notes(facts: dict) -> list[str]:
+        """What a build's facts say beyond registers, shared memory, spills and stack, in words (prompts)."""
+        return []
+
+    @staticmethod
+    def profile_section(label: str, profile: dict) -> Section | None:
+        """A stored profile (`autodiscovery profile`) as a table, for `profile` and `show RUN/SEQ`."""
+        return None
+
+    def brief(self, fingerprint: dict) -> str:
+        """What an LLM agent is told the task is: the problem, the rules a candidate keeps, how it is
+        checked and measured (the system prompt, before the reply format)."""
+        return (f"You are a GPU kernel engineer. Each turn you state one hypothesis and make one change to "
+                f"the kernel that tests it; the harness checks it and measures {self.objective.name} "
+                f"({'higher' if self.objective.higher_is_better else 'lower'} is better), and the change is kept "
+                "only if it is correct and better than the best kernel so far.")
+
+    def hardware(self, fingerprint: dict, history: History) -> str:
+        """What an LLM agent is told of the machine and the baseline (a section of its request)."""
+        return ""
+
+    def prompt_profile(self, seq: int, profile: dict) -> str:
+        """A stored profile as an LLM agent reads it ('' when there is none)."""
+        return ""

@@ -20,6 +20,7 @@ from autodiscovery.interfaces import HarnessBase, Outcome
 from autodiscovery.toolkit.build import BuildReport
 from harnesses.accelsim import AccelsimHarness
 from harnesses.hopper_gemm import HopperGemmHarness
+from harnesses.hopper_gemm import report as gemm_report
 from harnesses.hopper_gemm.manifest import parse, resolve
 
 MARK = re.compile(r"// replay-score: ([0-9.]+)")
@@ -103,6 +104,16 @@ class ReplayHarness(HarnessBase):
     needs_gpu = True
     objective = HopperGemmHarness.objective
     Problem = HopperGemmHarness.Problem
+    # It stands in for hopper_gemm: its numbers are shown as that harness shows them.
+    columns = HopperGemmHarness.columns
+    charts = staticmethod(gemm_report.charts)
+    build_notes = staticmethod(gemm_report.build_notes)
+    profile_section = staticmethod(gemm_report.profile_section)
+    identity = HopperGemmHarness.identity
+    toolchain = HopperGemmHarness.toolchain
+
+    def prompt_profile(self, seq: int, profile: dict) -> str:
+        return gemm_report.prompt_profile(seq, profile)
 
     def __post_init__(self) -> None:
         self.by_hash = source_index(self.space)

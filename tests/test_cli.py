@@ -95,7 +95,7 @@ def test_export_writes_the_best_kernel(db, tmp_path):
     [
         (["show", "9"], "no run 9"),
         (["show", "1/99"], "has no candidate #99"),
-        (["show", "x/y"], "neither RUN nor RUN/CANDIDATE"),
+        (["show", "x/y"], "'x/y' is not RUN or RUN/SEQ"),
         (["lineage", "7"], "no run 7"),
         (["run", "--campaign", "nope"], "unknown campaign 'nope'"),
         (["run", "--set", "budget.candidates=zero"], "budget.candidates: Input should be a valid integer"),
@@ -129,11 +129,11 @@ def test_ladder_lists_each_familys_best(tmp_path, monkeypatch):
 
     harness = ReplayHarness(Space("hopper_gemm"))
     results = runner.ladder("hopper-gemm", [], ["4096"], Store(tmp_path / "l.db"), per_family=4, harness=harness)
-    (shape, run_id, rungs), = results
-    assert shape == (4096, 4096, 4096)
+    (campaign, run_id, rungs, used), = results
+    assert campaign.problem.describe() == "4096×4096×4096" and used is harness
     assert [r.family for r in rungs] == [f.name for f in Space("hopper_gemm").ladder()]
     for r in rungs:
-        row = r.row()
+        row = r.row(harness)
         assert row["score"] is not None and row["ci_low"] <= row["score"] <= row["ci_high"]
         assert row["tried"] == (1 if r.family == "naive" else 4)
     # the reported configuration is the best of those tried, and each final figure was re-measured
@@ -170,7 +170,7 @@ def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monk
 
     seen = {}
 
-    def start(campaign, overrides, store, view, dry_run=False, stop=None, started=None, from_=None):
+    def start(name, overrides, store, view, dry_run=False, stop=None, started=None, from_=None, campaign=None):
         started(7)
         for _ in range(presses):
             os.kill(os.getpid(), signal.SIGINT)

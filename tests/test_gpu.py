@@ -184,7 +184,7 @@ def test_every_family_default_passes_the_gate(build_cache, family, shape):
         return  # N % 8: the TMA-store epilogue's row stride must be a multiple of 16 bytes; 776 is the check
     assert out.status == "ok", out.log
     if family.startswith("wgmma"):
-        assert h.build(space.render(family, fam.default)).has_hgmma is True
+        assert h.build(space.render(family, fam.default)).facts["has_hgmma"] is True
 
 
 def scripted_improvements() -> list:
@@ -282,7 +282,7 @@ def test_profile_a_recorded_candidate_and_show_it(tmp_path, build_cache):
     run_id = runner.start("hopper-gemm", ["budget.candidates=2", "problem.M=2048", "problem.N=2048",
                                           "problem.K=2048", f"harness.cache_dir={build_cache}"], store)
     best = report.lineage(store, run_id)[-1]["seq"]
-    label, out = runner.profile(f"{run_id}/{best}", "hopper-gemm", [], store)
+    label, out, _ = runner.profile(f"{run_id}/{best}", "hopper-gemm", [], store)
     assert out.status == "ok", out.log
     p = out.metrics["profile"]
     assert p["candidate"]["time_us"] > 0 and p["baseline"]["time_us"] > 0
@@ -339,11 +339,13 @@ def test_replay_of_a_short_real_run(tmp_path, build_cache):
     run_id = runner.start("hopper-gemm", ["budget.candidates=3", "problem.M=2048", "problem.N=2048",
                                           "problem.K=2048", f"harness.cache_dir={build_cache}"], store)
     chain = report.lineage(store, run_id)
-    data = runner.replay(run_id, store)
+    from autodiscovery.review.replay import replay
+
+    data = replay(run_id, store)
     assert [s["seq"] for s in data["steps"]] == [r["seq"] for r in chain]
     assert data["same_machine"] and data["differences"] == {}
     for s in data["steps"]:
         assert s["replayed"]["status"] == "ok" and s["replayed"]["score"] > 0
-        assert s["delta"] is not None and s["replayed"]["pct_peak"] > 0
+        assert s["delta"] is not None and s["replayed"]["figures"]["pct_peak"] > 0
     # The structural steps are far apart; the replay ranks them the same way.
     assert [s["replayed"]["score"] for s in data["steps"]] == sorted(s["replayed"]["score"] for s in data["steps"])

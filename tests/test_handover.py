@@ -59,7 +59,7 @@ def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
 def test_bad_from_is_one_line(tmp_path, monkeypatch):
     db = str(tmp_path / "x.db")
     Store(db)
-    for ref, words in (("9", "no run 9"), ("1/x", "neither RUN nor RUN/SEQ"), ("a", "neither RUN nor RUN/SEQ")):
+    for ref, words in (("9", "no run 9"), ("1/x", "is not RUN or RUN/SEQ"), ("a", "is not RUN or RUN/SEQ")):
         res = cli.invoke(app, ["run", "--from", ref, "--db", db, "--dry-run"])
         assert res.exit_code == 2 and words in res.output and len(res.output.strip().splitlines()) == 1
     res = cli.invoke(app, ["run", "--from", "1", "--resume", "1", "--db", db])

@@ -43,23 +43,18 @@ extern "C" __global__ void gemm() {
 """
 
 
-class Facts(HarnessBase):
-    def prompt_facts(self) -> dict:
-        return {"tolerance": "0.0013", "compile": "nvcc -cubin -gencode arch=compute_90a,code=sm_90a -O3",
-                "arch": "sm_90a"}
-
-
 def agent(*overrides: str, fingerprint: dict | None = None) -> LlmAgent:
     c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
-                                       "agent.llm.models=[{name: a}]", *overrides])
+                                       "agent.llm.models=[{name: a}]", "harness.nvcc_flags=[-O3]", *overrides])
     a = LlmAgent(c)
-    a.harness, a.fingerprint = Facts(), dict(H100 if fingerprint is None else fingerprint)
+    a.harness, a.fingerprint = HopperGemmHarness(c), dict(H100 if fingerprint is None else fingerprint)
     return a
 
 
 def rec(seq: int, score: float | None, status: str, source: str = KERNEL, **kw) -> Record:
     return Record(seq=seq, family=kw.pop("family", "wgmma_ws"), knobs={}, status=status, score=score,
-                  kept=status == "kept", source_hash=f"h{seq}", source=source, tflops=775 * score if score else None,
+                  kept=status == "kept", source_hash=f"h{seq}", source=source,
+                  metrics={"tflops": {"candidate": 775 * score}} if score else {},
                   **kw)
 
 

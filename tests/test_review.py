@@ -133,7 +133,7 @@ def test_the_report_is_one_self_contained_page(db, tmp_path):
     assert page.marks.get("kept") == len(kept) == 7
     assert page.marks.get("reverted", 0) == len(cands) - len(kept) - len(failed)
     assert page.marks.get("failed", 0) == len(failed)
-    assert {"best-so-far", "cublas", "lineage-bars", "spread"} <= set(page.marks) | {g for g in re.findall(r'<g id="([^"]+)"', text)}
+    assert {"best-so-far", "baseline", "lineage-bars", "spread"} <= set(page.marks) | {g for g in re.findall(r'<g id="([^"]+)"', text)}
     chain = run_json(["lineage", "1", "--db", str(db)])
     assert page.rows["lineage"] == len(chain) + 1  # the header row and one per step
     # Nothing is fetched: links only within the page, no external URL anywhere but XML namespaces.
@@ -163,8 +163,18 @@ def charts(db: Path) -> tuple[dict, dict]:
     """The page's data and its charts as matplotlib figures, by name."""
     from autodiscovery.review import html as html_report
 
-    data = html_report.collect(Store(db), 1)
-    return data, html_report.figures(data).figs
+    from autodiscovery.review import report
+
+    store = Store(db)
+    data = html_report.collect(store, 1)
+    return data, html_report.figures(data, report.harness_class(store, 1)).figs
+
+
+def harness_for(objective: str) -> type:
+    from harnesses.accelsim import AccelsimHarness
+    from harnesses.hopper_gemm import HopperGemmHarness
+
+    return {"cycles": AccelsimHarness, "× cuBLAS": HopperGemmHarness}[objective]
 
 
 def made_up(objective: str, scores: list, kept: list[int], steps: list[dict] | None = None,
@@ -173,8 +183,8 @@ def made_up(objective: str, scores: list, kept: list[int], steps: list[dict] | N
     cands = [{"seq": i, "status": "kept" if i in kept else "failed" if s is None else "reverted",
               "verdict": "keep" if i in kept else None if s is None else "revert", "score": s, "knobs": {}}
              for i, s in enumerate(scores)]
-    return {"run": {"objective": objective}, "candidates": cands, "steps": steps or [], "spread": {},
-            "harness": None, "baseline_tflops": baseline_tflops}
+    return {"run": {"objective": objective}, "candidates": cands, "steps": steps or [], "harness": None,
+            "best_measurement": {"tflops": {"cublas": baseline_tflops}} if baseline_tflops else {}}
 
 
 def legend_labels(fig) -> list[str]:
@@ -226,7 +236,7 @@ def test_the_band_near_the_best_follows_the_objective_where_lower_is_better(pypl
     from autodiscovery.review import html as html_report
 
     cycles = [1_000_000, 200_000, 30_000, 12_000, 11_000, 10_500, 10_000, 10_200, 13_500, 20_000]
-    figs = html_report.figures(made_up("cycles", cycles, kept=[0, 1, 2, 3, 4, 5, 6])).figs
+    figs = html_report.figures(made_up("cycles", cycles, kept=[0, 1, 2, 3, 4, 5, 6]), harness_for("cycles")).figs
     overview, near_best = figs["progress"].axes
     assert overview.get_yscale() == "log" and near_best.get_yscale() == "linear"
     low, high = near_best.get_ylim()
@@ -244,9 +254,9 @@ def test_the_legend_names_only_the_series_drawn(db, pyplot):
     assert "failed or refused" not in labels  # none in this run
     from autodiscovery.review import html as html_report
 
-    some = html_report.figures(made_up("× cuBLAS", [0.5, None, 0.9, 0.8], kept=[0, 2])).figs
+    some = html_report.figures(made_up("× cuBLAS", [0.5, None, 0.9, 0.8], kept=[0, 2]), harness_for("× cuBLAS")).figs
     assert "failed or refused" in legend_labels(some["progress"])
-    none_kept = html_report.figures(made_up("cycles", [None, None], kept=[])).figs
+    none_kept = html_report.figures(made_up("cycles", [None, None], kept=[]), harness_for("cycles")).figs
     assert legend_labels(none_kept["progress"]) == ["failed or refused"]
 
 
@@ -255,9 +265,10 @@ def test_the_best_label_stays_clear_of_the_baseline(db, pyplot):
     fig = figs["lineage"]
     ax = fig.axes[0]
     labels = {t.get_text(): t for t in ax.texts}
-    assert "1.009×" in labels and data["baseline_tflops"] == pytest.approx(797, abs=1)
+    baseline = data["best_measurement"]["tflops"]["cublas"]
+    assert "1.009×" in labels and baseline == pytest.approx(797, abs=1)
     for label in labels.values():
-        assert clearance(fig, ax, label, data["baseline_tflops"]) > 3, label.get_text()
+        assert clearance(fig, ax, label, baseline) > 3, label.get_text()
     fig = figs["progress"]
     near_best = fig.axes[-1]
     best = next(t for t in near_best.texts if t.get_gid() == "best-label")
@@ -266,10 +277,10 @@ def test_the_best_label_stays_clear_of_the_baseline(db, pyplot):
     # A step just under cuBLAS and the best just over it: neither label crosses the line.
     from autodiscovery.review import html as html_report
 
-    steps = [{"step": i, "family": f, "score": t / 797, "tflops": t}
+    steps = [{"step": i, "family": f, "score": t / 797, "figures": {"tflops": t}}
              for i, (f, t) in enumerate([("tiled", 200.0), ("wgmma", 790.0), ("cluster", 801.0)])]
     made = made_up("× cuBLAS", [s["score"] for s in steps], kept=[0, 1, 2], steps=steps, baseline_tflops=797.0)
-    fig = html_report.figures(made).figs["lineage"]
+    fig = html_report.figures(made, harness_for("× cuBLAS")).figs["lineage"]
     ax = fig.axes[0]
     assert len(ax.texts) == 3
     for label in ax.texts:
@@ -371,6 +382,8 @@ class RecordedGpu(HarnessBase):
 
     objective = HopperGemmHarness.objective
     Problem = HopperGemmHarness.Problem
+    columns = HopperGemmHarness.columns
+    identity = HopperGemmHarness.identity
     build_workers = 1
 
     def __init__(self, db: Path, scale: dict[str, float] | None = None, fingerprint: dict | None = None) -> None:
@@ -404,27 +417,28 @@ class RecordedGpu(HarnessBase):
             f = self.scale.get(family, 1.0)
             r = {k: v * f for k, v in m["ratio"].items() if k in ("median", "ci_low", "ci_high")}
             metrics = {"ratio": r, "tflops": {"candidate": m["tflops"]["candidate"] * f,
-                                               "cublas": m["tflops"]["cublas"]}}
+                                               "cublas": m["tflops"]["cublas"]}, "peak_tflops": self.fp["peak_tflops"]}
             out.append(Outcome("ok", metrics, "", 1.0, self.fp["gpu"], r["median"]))
         return out
 
 
 def test_replay_puts_the_recorded_and_the_replayed_figures_side_by_side(db):
-    from autodiscovery.running import runner
+    from autodiscovery.review.replay import replay
 
-    same = runner.replay(1, Store(db), harness=RecordedGpu(db))
+    same = replay(1, Store(db), harness=RecordedGpu(db))
     chain = run_json(["lineage", "1", "--db", str(db)])
     assert [s["seq"] for s in same["steps"]] == [r["seq"] for r in chain]
     assert same["same_machine"] and same["differences"] == {}
     assert not any(s["flag"] for s in same["steps"])
     assert all(s["replayed"]["score"] == pytest.approx(s["recorded"]["score"]) for s in same["steps"])
     top = same["steps"][-1]["replayed"]
-    assert top["pct_peak"] == pytest.approx(100 * top["tflops"] / same["fingerprint"]["peak_tflops"])
+    figures = top["figures"]
+    assert figures["pct_peak"] == pytest.approx(100 * figures["tflops"] / same["fingerprint"]["peak_tflops"])
 
     # Another GPU and cuBLAS: said, with the fingerprints side by side; a step 5% slower is flagged.
     other = RecordedGpu(db, scale={"wgmma_tma": 0.95, "tiled": 1.01},
                         fingerprint={"gpu": "NVIDIA H200", "cublas": "13.2.0"})
-    moved = runner.replay(1, Store(db), harness=other)
+    moved = replay(1, Store(db), harness=other)
     assert other.replayed == [len(chain)]  # one evaluation process for the whole lineage
     assert not moved["same_machine"]
     assert moved["differences"]["gpu"] == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
@@ -458,12 +472,12 @@ def test_replay_table_and_json_through_the_cli(db, monkeypatch):
 def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
     from replay import SimReplay
 
-    from autodiscovery.running import runner
+    from autodiscovery.review.replay import replay
 
     db = codesign_run(tmp_path)
     recorded = recorded_cycles()
     sim = SimReplay(recorded=recorded)
-    out = runner.replay(1, Store(db), harness=sim)
+    out = replay(1, Store(db), harness=sim)
     phases = report.summary(Store(db), 1)[1]["phases"]
     assert [s["phase"] for s in out["steps"]] == [p["phase"] for p in phases]
     assert [s["replayed"]["score"] for s in out["steps"]] == [p["cycles"] for p in phases]

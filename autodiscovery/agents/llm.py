@@ -18,7 +18,6 @@ from autodiscovery.agents.client import Call, LlmClient, LlmError, LlmModel, Llm
 from autodiscovery.agents.programs import Draw, Programs
 from autodiscovery.agents.prompting import (
     PromptBuilder,
-    cublas_tflops,
     environment,
     tokens,
     trim,
@@ -29,9 +28,6 @@ from autodiscovery.store import LlmCall
 
 TEMPERATURE_STEP = 0.2
 """A batch's repeated draw (same parent, same inspirations) is asked at a temperature this much higher."""
-UNPROBED = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.0", "sms": 132, "l2_bytes": 50 * 2**20,
-            "smem_per_block": 232448}
-"""What a prompt says of the GPU when the run's fingerprint has no device (a dry run without one)."""
 
 
 class LlmAgent(AgentBase):
@@ -88,7 +84,7 @@ class LlmAgent(AgentBase):
 
     def messages(self, history: History, draw: Draw, reserve: int = 0) -> list[dict]:
         """The opening request of a proposal, fitted (with `reserve` tokens to spare) to the context."""
-        return messages(self.campaign, self.fingerprint, self.harness, history, draw, reserve)
+        return messages(self.settings, self.fingerprint, self.harness, history, draw, reserve)
 
     def _one(self, history: History, draw: Draw, model: LlmModel) -> Proposal:
         parent = draw.parent.record
@@ -156,43 +152,18 @@ class LlmAgent(AgentBase):
         build = self.harness.build(source)
         return "" if build.ok else trim(build.log, 30)
 
-    # ---- prompts --------------------------------------------------------------------------------
-    def _facts(self) -> dict:
-        return prompt_facts(self.campaign, self.fingerprint, self.harness)
 
 
-def messages(campaign: Campaign, fingerprint: dict, harness, history: History, draw: Draw,
+def messages(settings: LlmSettings, fingerprint: dict, harness, history: History, draw: Draw,
              reserve: int = 0) -> list[dict]:
     """The system and user messages that open a proposal made from `draw`, the user message fitted to
     agent.llm.context_tokens with `reserve` tokens to spare."""
-    settings = campaign.agent.of(LlmAgent)
-    builder = PromptBuilder(prompt_facts(campaign, fingerprint, harness), settings.attempts_shown, settings.diff_lines)
+    builder = PromptBuilder(harness, fingerprint, settings.attempts_shown, settings.diff_lines)
     system = builder.system()
     room = None if settings.context_tokens is None else settings.context_tokens - settings.max_tokens - tokens(system)
-    user = builder.fit(history, draw, room, cublas_tflops(history), reserve)
+    user = builder.fit(history, draw, room, reserve)
     if room is not None and tokens(user) + reserve > room:
         raise LlmError(f"the prompt needs about {tokens(user) + reserve} tokens with the rules and the kernel "
                        f"to change alone, more than agent.llm.context_tokens ({settings.context_tokens}) "
                        f"less max_tokens ({settings.max_tokens}) leaves")
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
-def prompt_facts(campaign: Campaign, fingerprint: dict, harness=None) -> dict:
-    """What the prompts say of the problem, the GPU and the toolchain: the run's fingerprint where it
-    has a device, the harness's facts (tolerance, compile line) where there is one."""
-    p, fp = campaign.problem, (fingerprint if fingerprint.get("gpu") else UNPROBED)
-
-    def named(key: str, label: str) -> str:
-        return f"{label}{fingerprint[key]}" if fingerprint.get(key) else ""
-
-    toolchain = [v for v in (named("nvcc", ""), named("cuda_driver", "CUDA driver "), named("driver", "driver "),
-                             named("cublas", "cuBLAS ")) if v]
-    smem = fp.get("smem_per_block") or UNPROBED["smem_per_block"]
-    return {"gpu": fp.get("gpu"), "cc": fp.get("cc", "9.0"), "sms": fp.get("sms"),
-            "clock_mhz": f"{fp['max_sm_clock_mhz']:.0f}" if fp.get("max_sm_clock_mhz") else "",
-            "l2_mib": round((fp.get("l2_bytes") or 0) / 2**20), "smem_kb": smem // 1024, "smem_per_block": smem,
-            "peak_tflops": f"{fp['peak_tflops']:.0f}" if fp.get("peak_tflops") else "",
-            "toolchain": ", ".join(toolchain) or "not probed", "M": p.M, "N": p.N, "K": p.K,
-            "arch": "sm_90a", "compile": "nvcc -cubin -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17",
-            "dtype_in": p.dtype_in, "dtype_out": p.dtype_out, "tolerance": "the harness's tolerance",
-            **(harness.prompt_facts() if harness is not None else {})}

@@ -12,20 +12,11 @@ from importlib import resources
 import jinja2
 
 from autodiscovery.agents.programs import Draw, Entry
-from autodiscovery.interfaces import History, Record
+from autodiscovery.interfaces import History, Record, columns
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
 SHOWN = ("kept", "reverted", "measured", "built", "rejected", "compile_error", "incorrect", "timeout", "crashed")
 """Statuses of the attempts a prompt lists: concluded ones (a proposal still waiting says nothing yet)."""
-PROFILE_ROWS = [  # (key in a profile summary, label, format)
-    ("time_us", "duration (µs)", ".1f"), ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("tensor_pipe_pct", "tensor pipe busy (%)", ".1f"), ("sm_throughput_pct", "SM throughput (% of peak)", ".1f"),
-    ("l2_hit_pct", "L2 hit rate (%)", ".1f"), ("dram_throughput_pct", "DRAM throughput (% of peak)", ".1f"),
-    ("dram_mb", "DRAM traffic (MB)", ".0f"), ("registers", "registers per thread", ".0f"),
-    ("smem_kb", "dynamic shared memory (KB)", ".0f"), ("grid", "grid (blocks)", ".0f"),
-]
-
-
 def environment() -> jinja2.Environment:
     folder = resources.files("autodiscovery.agents") / "prompts"
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
@@ -38,15 +29,18 @@ def trim(log: str, lines: int = LOG_LINES) -> str:
     return "\n".join(errors[:lines])
 
 
-def score_text(r: Record, unit: str = "× cuBLAS") -> str:
+def score_text(r: Record, harness) -> str:
+    """A record's score in the objective, with the harness's prompt figures: '0.877× …, 677.4 TFLOP/s'."""
     if r.score is None:
         return ""
-    tflops = f", {r.tflops:.1f} TFLOP/s" if r.tflops else ""
-    return f"{r.score:.3f}{unit}{tflops}"
+    figures = [f"{c.text(v)} {c.label}" for c in columns(harness, "prompt")
+               if (v := c.value(r.metrics, r.build)) is not None]
+    return ", ".join([harness.objective.format(r.score), *figures])
 
 
-def build_text(b: dict) -> str:
-    """ptxas's facts in one line: '168 registers, 0 B static shared memory, no spills, 0 B stack, HGMMA'."""
+def build_text(b: dict, harness) -> str:
+    """The compiler's facts in one line, then the harness's own notes: '168 registers, 0 B static shared
+    memory, no spills, 0 B stack, …'."""
     if not b or b.get("registers") is None:
         return ""
     parts = [f"{b['registers']} registers"]
@@ -56,24 +50,7 @@ def build_text(b: dict) -> str:
     parts.append(f"{stores} B spill stores, {loads} B spill loads" if stores or loads else "no spills")
     if b.get("stack") is not None:
         parts.append(f"{b['stack']} B stack")
-    if b.get("has_hgmma") is not None:
-        parts.append("wgmma (HGMMA) in the SASS" if b["has_hgmma"] else "no wgmma (HGMMA) in the SASS")
-    return ", ".join(parts)
-
-
-def profile_rows(profile: dict) -> list[tuple[str, str, str]]:
-    """(metric, this kernel, the baseline) rows of a stored profile, stall reasons last."""
-    cand, base = profile.get("candidate") or {}, profile.get("baseline") or {}
-
-    def f(v, spec: str) -> str:
-        return "–" if v is None else format(v, spec)
-
-    rows = [(label, f(cand.get(k), spec), f(base.get(k), spec)) for k, label, spec in PROFILE_ROWS
-            if k in cand or k in base]
-    for reason in dict.fromkeys([*(cand.get("stalls") or {}), *(base.get("stalls") or {})]):
-        rows.append((f"stall: {reason} (warps per issue)", f((cand.get("stalls") or {}).get(reason), ".2f"),
-                     f((base.get("stalls") or {}).get(reason), ".2f")))
-    return rows
+    return ", ".join([*parts, *harness.build_notes(b)])
 
 
 def diff(old: str, new: str, lines: int) -> str:
@@ -109,14 +86,19 @@ class Parts:
 
 
 class PromptBuilder:
-    """Renders the system and user messages of a proposal."""
+    """Renders the system and user messages of a proposal: the harness says what the task is and what the
+    machine is (`brief`, `hardware`), and how its figures read; the rest is the run's own history."""
 
-    def __init__(self, facts: dict, attempts_shown: int = 8, diff_lines: int = 40, unit: str = "× cuBLAS") -> None:
-        self.facts, self.attempts_shown, self.diff_lines, self.unit = facts, attempts_shown, diff_lines, unit
+    def __init__(self, harness, fingerprint: dict, attempts_shown: int = 8, diff_lines: int = 40) -> None:
+        self.harness, self.fingerprint = harness, fingerprint
+        self.attempts_shown, self.diff_lines = attempts_shown, diff_lines
         self.env = environment()
 
     def system(self) -> str:
-        return self.env.get_template("system.j2").render(**self.facts)
+        return self.env.get_template("system.j2").render(brief=self.harness.brief(self.fingerprint))
+
+    def _score(self, r: Record) -> str:
+        return score_text(r, self.harness)
 
     def parts(self, history: History, draw: Draw) -> Parts:
         by_seq = {r.seq: r for r in history.records}
@@ -126,7 +108,7 @@ class PromptBuilder:
         for r in chain:
             gain = f"{r.score / before.score:.2f}× over #{before.seq}" if r.score and before and before.score \
                 else ""
-            lineage.append({"seq": r.seq, "family": r.family or "?", "score": score_text(r, self.unit) or r.status,
+            lineage.append({"seq": r.seq, "family": r.family or "?", "score": self._score(r) or r.status,
                             "gain": gain, "hypothesis": _one_line(r.hypothesis)})
             before = r if r.score else before
         shown = [r for r in history.records if r.seq != 0 and r.status in SHOWN]
@@ -134,7 +116,7 @@ class PromptBuilder:
         for r in shown[-self.attempts_shown:] if self.attempts_shown else []:
             base = by_seq.get(r.parent_seq) if r.parent_seq is not None else None
             attempts.append({
-                "seq": r.seq, "status": r.status, "score": score_text(r, self.unit), "build": build_text(r.build),
+                "seq": r.seq, "status": r.status, "score": self._score(r), "build": build_text(r.build, self.harness),
                 "from": r.parent_seq, "hypothesis": _one_line(r.hypothesis), "reason": _one_line(r.reason),
                 "log": trim(r.log) if r.score is None and r.status != "rejected" else "",
                 "diff": diff(base.source, r.source, self.diff_lines) if base and r.source and self.diff_lines else "",
@@ -146,39 +128,34 @@ class PromptBuilder:
         r = e.record
         change = diff(parent.source, r.source, 10**9)
         as_diff = bool(change) and len(change) < len(r.source)
-        return {"seq": r.seq, "role": e.role, "family": r.family or "?", "score": score_text(r, self.unit) or r.status,
-                "build": build_text(r.build), "hypothesis": r.hypothesis,
+        return {"seq": r.seq, "role": e.role, "family": r.family or "?", "score": self._score(r) or r.status,
+                "build": build_text(r.build, self.harness), "hypothesis": r.hypothesis,
                 "code": change if as_diff else r.source.strip(), "lang": "diff" if as_diff else "cuda"}
 
-    def user(self, history: History, draw: Draw, parts: Parts, cublas_tflops: str, variant_note: bool) -> str:
+    def user(self, history: History, draw: Draw, parts: Parts, variant_note: bool) -> str:
         parent, incumbent = draw.parent.record, history.incumbent or draw.parent.record
         return self.env.get_template("propose.j2").render(**{
-            **self.facts,
+            "hardware": self.harness.hardware(self.fingerprint, history),
             "parent": {"seq": parent.seq, "role": draw.parent.role, "family": parent.family or "?",
-                       "score": score_text(parent, self.unit) or "not measured", "build": build_text(parent.build),
-                       "source": parent.source.strip(), "profile": profile_rows(parent.profile)},
-            "incumbent": {"seq": incumbent.seq, "score": score_text(incumbent, self.unit) or "not measured"},
+                       "score": self._score(parent) or "not measured", "build": build_text(parent.build, self.harness),
+                       "source": parent.source.strip(),
+                       "profile": self.harness.prompt_profile(parent.seq, parent.profile) if parent.profile else ""},
+            "incumbent": {"seq": incumbent.seq, "score": self._score(incumbent) or "not measured"},
             "from_incumbent": parent.seq == incumbent.seq,
             "lineage": parts.lineage, "inspirations": parts.inspirations, "attempts": parts.attempts,
-            "cublas_tflops": cublas_tflops, "variant_note": variant_note,
+            "variant_note": variant_note,
         })
 
-    def fit(self, history: History, draw: Draw, room: int | None, cublas_tflops: str, reserve: int = 0) -> str:
+    def fit(self, history: History, draw: Draw, room: int | None, reserve: int = 0) -> str:
         """The user message, with parts left out until it and `reserve` more tokens fit in `room`."""
         parts = self.parts(history, draw)
         note = draw.variant > 0
-        text = self.user(history, draw, parts, cublas_tflops, note)
+        text = self.user(history, draw, parts, note)
         if room is None:
             return text
         while tokens(text) + reserve > room and parts.cut():
-            text = self.user(history, draw, parts, cublas_tflops, note)
+            text = self.user(history, draw, parts, note)
         return text
-
-
-def cublas_tflops(history: History) -> str:
-    """The baseline's TFLOP/s as the run measured it (the median over the measurements)."""
-    figures = sorted(r.tflops / r.score for r in history.records if r.tflops and r.score)
-    return f"{figures[len(figures) // 2]:.0f}" if figures else ""
 
 
 def _one_line(text: str, limit: int = 400) -> str:

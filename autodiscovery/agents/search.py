@@ -28,7 +28,6 @@ from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
 CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best is within 10% of it
-MAX_REJECTED = 0  # constraint rejections recorded per call (each would take budget); invalid draws are skipped
 
 
 class SearchSettings(Strict):
@@ -90,8 +89,7 @@ class SearchAgent(AgentBase):
             fam = self._active(history, exhausted, inc_rung, out)
             if fam is None:
                 break
-            record_rejections = len(out) - len(self._valid(out)) < MAX_REJECTED
-            move = self.knob_move(fam, history, out, tried, record_rejections)
+            move = self.knob_move(fam, history, out, tried)
             if move is None:
                 exhausted.add(fam.name)
                 continue
@@ -114,7 +112,8 @@ class SearchAgent(AgentBase):
             valid = [k for k in fam.configurations() if not fam.violations(k, self.shape)]
             knobs = valid[0] if valid else knobs
         inc = history.incumbent
-        base = f"from {inc.family} ({inc.score:.3g}× cuBLAS)" if inc and inc.score else "from the seed"
+        base = f"from {inc.family} ({history.objective.format(inc.score, '.3g')})" if inc and inc.score else \
+            "from the seed"
         settings = ", ".join(f"{k}={v}" for k, v in knobs.items()) or "no knobs"
         return self._proposal(
             fam, knobs, f"Structural move {base} to rung {fam.rung}, {fam.name}: {fam.summary}. "
@@ -147,7 +146,10 @@ class SearchAgent(AgentBase):
 
     # ---- knob moves -------------------------------------------------------------------------
     def knob_move(self, fam: Family, history: History, pending: list[Proposal],
-                  tried: set[tuple[str | None, str]], record_rejections: bool = True) -> Proposal | None:
+                  tried: set[tuple[str | None, str]]) -> Proposal | None:
+        """The next configuration of `fam` to try: a neighbour of its best, else TPE's pick, else the first
+        untried valid one (a draw a constraint refuses is told to TPE as a failure and skipped: a refusal
+        would take budget)."""
         best = self._best(fam, history)
         if best is not None:
             for knobs in self.neighbours(fam, best.knobs):
@@ -161,7 +163,7 @@ class SearchAgent(AgentBase):
         seen = {canon(knobs): score for knobs, score in points}
         seen |= {key: None for f, key in tried if f == fam.name and key not in seen}
         for trial, knobs in tpe.untried(study, dists, seen, MAX_ASKS):
-            if fam.violations(knobs, self.shape) and not record_rejections:
+            if fam.violations(knobs, self.shape):
                 tried.add((fam.name, canon(knobs)))
                 tpe.tell(study, trial, None)
                 continue
@@ -221,7 +223,7 @@ class SearchAgent(AgentBase):
         if best:
             changes = ", ".join(f"{k} {best.knobs.get(k)}→{v}" for k, v in knobs.items() if best.knobs.get(k) != v)
             text = (f"Knob move in {fam.name}: {changes} relative to the family's best "
-                    f"({best.score:.3g}× cuBLAS); {why}.")
+                    f"({history.objective.format(best.score, '.3g')}); {why}.")
         else:
             text = f"Knob move in {fam.name}: try {canon(knobs)}; no configuration of it has passed yet."
         return self._proposal(fam, knobs, text, "knob", parent_seq=best.seq if best else None)

@@ -25,6 +25,7 @@ from autodiscovery.cli.common import (
 )
 from autodiscovery.review import display, report
 from autodiscovery.running import runner
+from autodiscovery.running.recorded import parse
 from autodiscovery.store import RunStatus
 
 
@@ -38,7 +39,7 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
                                                       "(90m, 12h, 3d).")] = None,
     db: DbOption = None,
 ) -> None:
-    """One row a run: campaign, status, candidates, best TFLOP/s and × cuBLAS."""
+    """One row a run: campaign, agent, status, candidates evaluated, the best in its objective."""
     statuses = [s.value for s in RunStatus]
     if status is not None and status not in statuses:
         raise AutoDiscoveryError(f"--status '{status}' is not a run status ({', '.join(statuses)})")
@@ -55,14 +56,14 @@ def show(
     db: DbOption = None,
 ) -> None:
     """A run (config, fingerprint, candidates) or one candidate (metrics, logs, source)."""
-    run_id, _, seq = ref.partition("/")
-    if not run_id.isdigit() or (seq and not seq.isdigit()):
-        raise AutoDiscoveryError(f"'{ref}' is neither RUN nor RUN/CANDIDATE (e.g. 3 or 3/7)")
+    at = parse(ref)
+    run_id, seq = at.run, at.seq
     db = store(db)
-    if not seq:
-        data = report.show_run(db, int(run_id))
-        table, extra = report.summary(db, int(run_id))
-        calls = report.llm_summary(db, int(run_id))
+    harness = report.harness_class(db, run_id)
+    if seq is None:
+        data = report.show_run(db, run_id)
+        table, extra = report.summary(db, run_id)
+        calls = report.llm_summary(db, run_id)
         if as_json:
             return emit_json(data | {"harness": extra, "llm_summary": calls})
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']}) · "
@@ -70,26 +71,28 @@ def show(
         if data["config"].get("origin"):
             say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
-        console.print(display.candidates_table(data["candidates"], data["objective"]))
+        console.print(display.candidates_table(data["candidates"], harness))
         if table is not None:
             console.print(table)
         if calls:
             console.print(display.llm_table(calls))
         return
-    data = report.show_candidate(db, int(run_id), int(seq))
+    data = report.show_candidate(db, run_id, seq)
     if as_json:
         return emit_json(data)
     say(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
     say(f"hypothesis: {data['hypothesis']}")
     if data["decision"]:
         say(f"decision: {data['verdict']}: {data['decision']}")
-    console.print_json(json.dumps({"knobs": data["knobs"], "build": {k: data[k] for k in
-                       ("registers", "spill_stores", "spill_loads", "stack", "smem_static", "has_hgmma")},
+    build = {k: data[k] for k in ("registers", "spill_stores", "spill_loads", "stack", "smem_static")} | data["facts"]
+    console.print_json(json.dumps({"knobs": data["knobs"], "build": build,
                        "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
                                        for e in data["evaluations"] if e["kind"] != "profile"]}, default=str))
     for e in data["evaluations"]:
         if e["kind"] == "profile" and e["status"] == "ok" and "profile" in e["metrics"]:
-            console.print(display.profile_table(f"{run_id}/{seq}", e["metrics"]["profile"]))
+            section = harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"])
+            if section is not None:
+                console.print(display.sections_table([section]))
     for e in data["evaluations"]:
         if e["log"]:
             console.print(f"[bold]{e['kind']} log[/]\n{e['log']}", highlight=False)
@@ -105,13 +108,13 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
             tree: Annotated[bool, typer.Option("--tree", help="Every candidate under the one it was made from.")] = False,
     db: DbOption = None,
 ) -> None:
-    """The kept chain from the seed to the best: step, hypothesis, the objective, TFLOP/s, registers."""
+    """The kept chain from the seed to the best: step, hypothesis, the objective and the harness's figures."""
     db = store(db)
     if tree:
         rows = report.tree(db, run_id)
         return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
     rows = report.lineage(db, run_id)
-    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.objective_name(db, run_id)))
+    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.harness_class(db, run_id)))
 
 
 @app.command("report")
@@ -145,7 +148,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
     table, data = report.summary(db, run_id)
     if as_json:
         return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
-    console.print(display.lineage_table(run_id, report.lineage(db, run_id), report.objective_name(db, run_id)))
+    console.print(display.lineage_table(run_id, report.lineage(db, run_id), report.harness_class(db, run_id)))
     if table is not None:
         console.print(table)
 
@@ -157,10 +160,11 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          db: DbOption = None) -> None:
     """The source diff of two candidates, with both candidates' metrics and knobs."""
-    data = report.diff(store(db), a, b)
+    db = store(db)
+    data = report.diff(db, a, b)
     if as_json:
         return emit_json(data)
-    console.print(display.diff_table(data))
+    console.print(display.diff_table(data, report.harness_class(db, data["a"]["run"])))
     if data["diff"]:
         console.print(Syntax(data["diff"], "diff", word_wrap=False))
     else:

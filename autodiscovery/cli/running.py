@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import statistics
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -32,8 +33,8 @@ from autodiscovery.running.loop import Stop
 @friendly
 def run(
     campaign: Annotated[Optional[str], typer.Option(
-        help="Campaign name (see `campaigns`) or path to a YAML file (default: hopper-gemm; with --from, that "
-             "run's campaign).")] = None,
+        help=f"Campaign name (see `campaigns`) or path to a YAML file (default: {campaigns.DEFAULT_CAMPAIGN}; "
+             "with --from, that run's campaign).")] = None,
     set_: SetOption = None,
     resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
     from_: Annotated[Optional[str], typer.Option(
@@ -52,7 +53,8 @@ def run(
     dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
     allow_new_toolchain: Annotated[bool, typer.Option(
-        help="With --resume: go on although nvcc, the driver or cuBLAS changed (the run records it).")] = False,
+        help="With --resume: go on although the toolchain changed (compiler, driver, libraries; the run "
+             "records it).")] = False,
 
     db: DbOption = None,
 ) -> None:
@@ -76,8 +78,9 @@ def run(
         overrides.append(f"harness.gpus={text if text == 'all' or text.isdigit() else '[' + text + ']'}")
     if resume is not None and from_ is not None:
         raise AutoDiscoveryError("--resume continues a run and --from starts one: give one of them")
-    if resume is None and from_ is None:  # validate the campaign before opening anything
-        campaigns.load(campaign or "hopper-gemm", overrides)
+    loaded = None
+    if resume is None and from_ is None:  # validated before anything is opened, and only once
+        loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
     db = store(db, create=True)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
     stop, started = Stop(), []
@@ -92,7 +95,7 @@ def run(
     try:
         if resume is None:
             run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
-                                  from_=from_)
+                                  from_=from_, campaign=loaded)
         else:
             run_id = runner.resume(resume, overrides, db, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
                                    started=started.append)
@@ -107,7 +110,7 @@ def run(
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
-    summary = next(r for r in report.runs(db) if r["id"] == run_id)
+    summary = report.run_row(db, run_id)
     if stop.requested:
         say(f"run {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
         raise typer.Exit(130)
@@ -120,8 +123,7 @@ def run(
     table, _ = report.summary(db, run_id)
     if table is not None:
         console.print(table)
-    tflops = f", {display.fmt(summary['best_tflops'], '.1f')} TFLOP/s" if summary["best_tflops"] else ""
-    say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_text']}{tflops}. "
+    say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_summary']}. "
         f"See `autodiscovery lineage {run_id}`" + (f" and `autodiscovery report {run_id}`." if table else "."))
     if summary["status"] == "failed":
         raise typer.Exit(1)
@@ -131,19 +133,22 @@ def run(
 @friendly
 def measure(
     kernel: Annotated[Path, typer.Argument(help="A kernel source file with its @manifest.")],
-    campaign: Annotated[str, typer.Option(help="Campaign whose problem and harness settings apply.")] = "hopper-gemm",
+    campaign: Annotated[str, typer.Option(help="Campaign whose problem and harness settings apply.")] =
+        campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
     repeat: Annotated[int, typer.Option(min=1, help="Measure this many times, each in a fresh process.")] = 1,
 ) -> None:
-    """Gate and time one kernel against cuBLAS (nothing is recorded)."""
-    outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat)
-    objective = registry.harness(campaigns.load(campaign, list(set_ or [])).harness.name).objective
-    console.print(display.measure_table(str(kernel), outcomes, objective))
+    """Gate and measure one kernel file as its campaign's harness does (nothing is recorded)."""
+    loaded = campaigns.load(campaign, list(set_ or []))
+    harness = registry.harness(loaded.harness.name)(loaded)
+    outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat, harness=harness)
+    objective = harness.objective
+    console.print(display.measure_table(str(kernel), outcomes, harness))
     scores = [o.score for o in outcomes if o.score is not None]
     if len(scores) > 1:
-        med = sorted(scores)[len(scores) // 2]
-        say(f"spread of {objective.name.strip('× ')} over {len(scores)} measurements: "
-            f"{(max(scores) - min(scores)) / med:.2%} of the median ({min(scores):.4f} to {max(scores):.4f})")
+        med = statistics.median(scores)
+        say(f"spread of {objective.name} over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
+            f"of the median ({objective.format(min(scores), '.4f')} to {objective.format(max(scores), '.4f')})")
     if any(o.status != "ok" for o in outcomes):
         raise typer.Exit(1)
 
@@ -152,20 +157,25 @@ def measure(
 @friendly
 def profile(
     target: Annotated[str, typer.Argument(help="A recorded candidate, RUN/SEQ (e.g. 3/7), or a kernel file.")],
-    campaign: Annotated[str, typer.Option(help="For a kernel file: the campaign whose problem applies.")] = "hopper-gemm",
+    campaign: Annotated[str, typer.Option(help="For a kernel file: the campaign whose problem applies.")] =
+        campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Nsight Compute on a candidate and on cuBLAS at the same shape (stored with a recorded candidate)."""
-    with console.status(f"profiling {target} and the baseline under Nsight Compute"):
-        recorded = "/" in target and not Path(target).exists()
-        label, outcome = runner.profile(target, campaign, list(set_ or []), store(db) if recorded else None)
+    """The harness's profiler (Nsight Compute for hopper-gemm) on a candidate and on the baseline at the
+    same problem (stored with a recorded candidate)."""
+    with console.status(f"profiling {target} and the baseline"):
+        recorded = not Path(target).is_file()
+        label, outcome, harness = runner.profile(target, campaign, list(set_ or []),
+                                                 store(db) if recorded else None)
     if outcome.status != "ok":
         raise AutoDiscoveryError(f"{label}: {outcome.status}: {outcome.log.splitlines()[0] if outcome.log else ''}")
     if as_json:
         return emit_json(outcome.metrics["profile"])
-    console.print(display.profile_table(label, outcome.metrics["profile"]))
+    section = harness.profile_section(label, outcome.metrics["profile"])
+    if section is not None:
+        console.print(display.sections_table([section]))
 
 
 @app.command()
@@ -174,21 +184,22 @@ def ladder(
     shape: Annotated[list[str], typer.Option(help="Problem shape: N (square) or MxNxK; repeat for several.")] = ["4096"],
     per_family: Annotated[int, typer.Option(min=1, help="Configurations tried per family (default first, then TPE).")] = 6,
     family: Annotated[Optional[list[str]], typer.Option(help="Only these families (repeatable).")] = None,
-    campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] = "hopper-gemm",
+    campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] =
+        campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 
     db: DbOption = None,
 ) -> None:
-    """The best configuration of each kernel family at each shape, interleaved with cuBLAS."""
+    """The best configuration of each kernel family at each shape, measured as the campaign's harness does."""
     with console.status("climbing the ladder") as status:
         results = runner.ladder(campaign, list(set_ or []), shape, store(db, create=True), per_family, family,
                                 progress=lambda msg: status.update(f"ladder: {msg}"))
     if as_json:
-        return emit_json([{"shape": list(s), "run": run_id, "rungs": [r.row() for r in rungs]}
-                          for s, run_id, rungs in results])
-    for s, run_id, rungs in results:
-        console.print(display.ladder_table(s, run_id, [r.row() for r in rungs]))
+        return emit_json([{"shape": [c.problem.M, c.problem.N, c.problem.K], "run": run_id,
+                           "rungs": [r.row(h) for r in rungs]} for c, run_id, rungs, h in results])
+    for c, run_id, rungs, h in results:
+        console.print(display.ladder_table(c.problem.describe(), run_id, [r.row(h) for r in rungs], h))
 
 
 @app.command()
@@ -199,12 +210,15 @@ def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
            db: DbOption = None) -> None:
     """Measure the run's best lineage again on this machine, beside the recorded figures."""
+    from autodiscovery.review.replay import replay as measure_again
+
+    db = store(db)
     with console.status(f"replaying run {run_id}") as status:
-        data = runner.replay(run_id, store(db), list(set_ or []),
+        data = measure_again(run_id, db, list(set_ or []),
                              progress=lambda msg: status.update(f"replay of run {run_id}: {msg}"))
     if as_json:
         return emit_json(data)
-    console.print(display.replay_table(data))
+    console.print(display.replay_table(data, report.harness_class(db, run_id)))
     if data["differences"]:
         console.print(display.fingerprints_table(data))
     flagged = [s for s in data["steps"] if s["flag"]]

@@ -1,4 +1,6 @@
-"""Rich output: the live view of a run, and the tables of `runs`, `show` and `lineage`."""
+"""Rich output: the live view of a run, and the tables of `runs`, `show`, `lineage`, `diff`, `measure`,
+`replay` and `ladder`. Every table speaks in the harness's objective (its name, format and interval) and
+shows the harness's own columns where they ask to be (`interfaces.Column.views`)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.tree import Tree
 
-from autodiscovery.interfaces import Objective, Section
+from autodiscovery.interfaces import Objective, Section, columns
 
 STATUS_STYLE = {
     "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
@@ -28,7 +30,22 @@ STATUS_STYLE = {
 
 
 def fmt(x: float | None, spec: str = ".3f") -> str:
-    return "–" if x is None else format(x, spec)
+    if x is None:
+        return "–"
+    return format(round(x) if spec.endswith("d") and isinstance(x, float) else x, spec)
+
+
+def interval(objective: Objective, low: float | None, high: float | None, spec: str = ".3f") -> str:
+    return f"{low:{spec}}–{high:{spec}}" if low is not None and high is not None else "–"
+
+
+def figure_cells(harness: Any, view: str, figures: dict, after: bool) -> list[str]:
+    """The texts of a harness's columns of `view` on one side of the objective, from a row's figures."""
+    return [c.text(figures.get(c.key)) for c in columns(harness, view, after)]
+
+
+def figure_heads(harness: Any, view: str, after: bool, suffix: str = "") -> list[str]:
+    return [c.label + suffix for c in columns(harness, view, after)]
 
 
 class LiveDisplay:
@@ -44,11 +61,13 @@ class LiveDisplay:
                                  TimeElapsedColumn(), console=self.console)
         self.task = None
         self.live: Live | None = None
-        self.objective = Objective("× cuBLAS", True, ("ratio", "median"))
+        self.harness: Any = None
 
     def _render(self) -> Group:
         table = Table(expand=True, show_edge=False)
-        for col in ("#", "family", "hypothesis", "verdict", "TFLOP/s", self.objective.name, "regs"):
+        heads = ["#", "family", "hypothesis", "verdict", *figure_heads(self.harness, "live", False),
+                 self.harness.objective.name, *figure_heads(self.harness, "live", True), "regs"]
+        for col in heads:
             table.add_column(col, overflow="ellipsis", no_wrap=col != "hypothesis",
                              ratio=4 if col == "hypothesis" else None)
         for row in self.rows[-self.max_rows:]:
@@ -56,8 +75,8 @@ class LiveDisplay:
         header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
         return Group(header, self.progress, table)
 
-    def started(self, run: Any, campaign: Any, objective: Objective) -> None:
-        self.objective = objective
+    def started(self, run: Any, campaign: Any, harness: Any) -> None:
+        self.harness = harness
         self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
         self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
         done = sum(c.status != "proposed" for c in run.candidates)
@@ -70,19 +89,23 @@ class LiveDisplay:
         self._refresh()
 
     def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
-        metrics = outcome.metrics if outcome is not None else {}
-        tflops = metrics.get("tflops", {}).get("candidate")
+        from autodiscovery.running.ledger import build_facts
+
+        objective = self.harness.objective
+        metrics = outcome.metrics if outcome is not None and outcome.status == "ok" else {}
+        build = build_facts(cand.build)
+        figures = {c.key: c.value(metrics, build) for c in columns(self.harness, "live")}
         score = outcome.score if outcome is not None and outcome.status == "ok" else None
-        regs = cand.build.registers if cand.build is not None else None
         status = cand.status
         style = STATUS_STYLE.get(status, "")
         self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",
-                          fmt(tflops, ".1f"), self.objective.format(score) if score is not None else "–",
-                          fmt(regs, "d")))
+                          *figure_cells(self.harness, "live", figures, False),
+                          objective.format(score) if score is not None else "–",
+                          *figure_cells(self.harness, "live", figures, True), fmt(build.get("registers"), "d")))
         if self.task is not None:
             self.progress.advance(self.task)
         if best is not None and best.score is not None:
-            self.best = f"#{best.seq} {best.family or ''} {self.objective.format(best.score)}"
+            self.best = f"#{best.seq} {best.family or ''} {objective.format(best.score)}"
         self.note = f"last: #{cand.seq} {status}: {reason[:90]}"
         self._refresh()
 
@@ -115,16 +138,20 @@ def runs_table(rows: list[dict]) -> Table:
     return t
 
 
-def lineage_table(run_id: int, rows: list[dict], objective: str = "score") -> Table:
+def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Table:
+    objective = harness.objective
     t = Table(title=f"lineage of run {run_id}: the kept chain from the seed to the best")
-    for col in ("step", "#", "family", "hypothesis", "TFLOP/s", objective, "CI", "regs", "spills"):
+    heads = ["step", "#", "family", "hypothesis", *figure_heads(harness, "lineage", False), objective.name]
+    heads += [*(["CI"] if objective.interval else []), *figure_heads(harness, "lineage", True), "regs", "spills"]
+    for col in heads:
         t.add_column(col, overflow="fold")
     for i, r in enumerate(rows):
-        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r.get("ci_low") is not None else "–"
         spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
         where = str(r["seq"]) if r.get("run", run_id) == run_id else f"{r['run']}/{r['seq']}"  # --from another run
-        t.add_row(str(i), where, r["family"] or "", r["hypothesis"], fmt(r["tflops"], ".1f"),
-                  r["score_text"], ci, fmt(r["registers"], "d"), fmt(spills, "d"))
+        ci = [interval(objective, r.get("ci_low"), r.get("ci_high"))] if objective.interval else []
+        t.add_row(str(i), where, r["family"] or "", r["hypothesis"],
+                  *figure_cells(harness, "lineage", r["figures"], False), r["score_text"], *ci,
+                  *figure_cells(harness, "lineage", r["figures"], True), fmt(r["registers"], "d"), fmt(spills, "d"))
     return t
 
 
@@ -144,67 +171,56 @@ def tree(run_id: int, rows: list[dict]) -> Tree:
     return root
 
 
-def diff_table(data: dict) -> Table:
+def diff_table(data: dict, harness: Any) -> Table:
     a, b = data["a"], data["b"]
     t = Table(title=f"{a['ref']} against {b['ref']}: +{data['lines_added']} −{data['lines_removed']} lines")
     for col in ("", a["ref"], b["ref"]):
         t.add_column(col, overflow="fold")
     rows = [("family", a["family"] or "–", b["family"] or "–"), ("status", a["status"], b["status"]),
-            ("score", a.get("score_text", "–"), b.get("score_text", "–")),
-            ("TFLOP/s", fmt(a.get("tflops"), ".1f"), fmt(b.get("tflops"), ".1f")),
-            ("registers", fmt(a.get("registers"), "d"), fmt(b.get("registers"), "d")),
-            ("spills (stores/loads)", f"{fmt(a.get('spill_stores'), 'd')}/{fmt(a.get('spill_loads'), 'd')}",
-             f"{fmt(b.get('spill_stores'), 'd')}/{fmt(b.get('spill_loads'), 'd')}")]
+            ("score", a.get("score_text", "–"), b.get("score_text", "–"))]
+    rows += [(c.label, c.text(a["figures"].get(c.key)), c.text(b["figures"].get(c.key))) for c in columns(harness, "diff")]
+    rows += [("registers", fmt(a.get("registers"), "d"), fmt(b.get("registers"), "d")),
+             ("spills (stores/loads)", f"{fmt(a.get('spill_stores'), 'd')}/{fmt(a.get('spill_loads'), 'd')}",
+              f"{fmt(b.get('spill_stores'), 'd')}/{fmt(b.get('spill_loads'), 'd')}")]
     rows += [(f"knob {k}", str(va), str(vb)) for k, (va, vb) in data["knobs_changed"].items()]
     for row in rows:
         t.add_row(*row)
     return t
 
 
-def candidates_table(rows: list[dict], objective: str = "score") -> Table:
+def candidates_table(rows: list[dict], harness: Any) -> Table:
     t = Table(title="candidates")
-    for col in ("#", "family", "proposer", "status", "TFLOP/s", objective, "regs", "decision"):
+    heads = ["#", "family", "proposer", "status", *figure_heads(harness, "candidates", False),
+             harness.objective.name, *figure_heads(harness, "candidates", True), "regs", "decision"]
+    for col in heads:
         t.add_column(col, overflow="fold")
     for r in rows:
-        t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"], fmt(r["tflops"], ".1f"),
-                  r["score_text"], fmt(r["registers"], "d"), (r["decision"] or "")[:80])
+        t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"],
+                  *figure_cells(harness, "candidates", r["figures"], False), r["score_text"],
+                  *figure_cells(harness, "candidates", r["figures"], True), fmt(r["registers"], "d"),
+                  (r["decision"] or "")[:80])
     return t
 
 
-def measure_table(kernel: str, outcomes: list, objective=None) -> Table:
-    if objective is not None and "cuBLAS" not in objective.name:  # a simulated kernel: its cycles
-        t = Table(title=f"{kernel}: simulated")
-        for col in ("#", "status", objective.name, "bound", "% of bound", "sim s", "detail"):
-            t.add_column(col, overflow="fold")
-        for i, o in enumerate(outcomes):
-            m = o.metrics
-            t.add_row(str(i + 1), o.status, fmt(o.score, ".0f"), fmt(m.get("bound_cycles"), ".0f"),
-                      fmt(m.get("pct_of_bound"), ".1f"), fmt(o.seconds, ".1f"),
-                      "" if o.status == "ok" else (o.log.splitlines() or [""])[0][:100])
-        return t
-    t = Table(title=f"{kernel}: gate and interleaved timing against cuBLAS")
-    for col in ("#", "status", "TFLOP/s", "cuBLAS TFLOP/s", "× cuBLAS", "CI", "SM MHz", "W", "eval s", "detail"):
+def measure_table(kernel: str, outcomes: list, harness: Any) -> Table:
+    """Each measurement of one kernel file: its status, the objective with its interval and the harness's
+    columns, how long the evaluation took, and why it failed where it did."""
+    objective = harness.objective
+    t = Table(title=f"{kernel}: gate and measurement ({objective.name})")
+    heads = ["#", "status", *figure_heads(harness, "measure", False), objective.name,
+             *(["CI"] if objective.interval else []), *figure_heads(harness, "measure", True), "eval s", "detail"]
+    for col in heads:
         t.add_column(col, overflow="fold")
+    precise = objective.spec if objective.spec.endswith("d") else ".4f"
     for i, o in enumerate(outcomes):
-        m = o.metrics
-        r = m.get("ratio", {})
-        p = m.get("power", {})
-        ci = f"{r['ci_low']:.4f}–{r['ci_high']:.4f}" if o.status == "ok" else "–"
-        t.add_row(str(i + 1), o.status, fmt(m.get("tflops", {}).get("candidate"), ".1f"),
-                  fmt(m.get("tflops", {}).get("cublas"), ".1f"), fmt(o.score, ".4f"), ci,
-                  fmt(p.get("sm_clock_mhz", {}).get("mean"), ".0f"), fmt(p.get("power_w", {}).get("mean"), ".0f"),
-                  fmt(o.seconds, ".2f"), "" if o.status == "ok" else o.log.splitlines()[0][:100])
+        ok = o.status == "ok"
+        m = o.metrics if ok else {}
+        figures = {c.key: c.value(m, {}) for c in columns(harness, "measure")}
+        ci = [interval(objective, *(objective.bounds(m) or (None, None)), spec=".4f")] if objective.interval else []
+        t.add_row(str(i + 1), o.status, *figure_cells(harness, "measure", figures, False),
+                  fmt(o.score, precise), *ci, *figure_cells(harness, "measure", figures, True), fmt(o.seconds, ".2f"),
+                  "" if ok else (o.log.splitlines() or [""])[0][:100])
     return t
-
-
-PROFILE_ROWS = [
-    ("time_us", "duration (µs)", ".1f"), ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
-    ("tensor_pipe_pct", "tensor pipe busy (%)", ".1f"), ("sm_throughput_pct", "SM throughput (% of peak)", ".1f"),
-    ("l2_hit_pct", "L2 hit rate (%)", ".1f"), ("dram_mb", "DRAM traffic (MB)", ".1f"),
-    ("dram_throughput_pct", "DRAM busy (% of peak)", ".1f"),
-    ("registers", "registers / thread", ".0f"), ("smem_kb", "dynamic shared memory (KB)", ".0f"),
-    ("grid", "grid (blocks)", ".0f"),
-]
 
 
 def llm_table(rows: list[dict]) -> Table:
@@ -221,44 +237,32 @@ def llm_table(rows: list[dict]) -> Table:
     return t
 
 
-def profile_table(label: str, profile: dict) -> Table:
-    """Candidate and baseline side by side: Nsight Compute's figures, then each kernel's top stall reasons."""
-    cand, base = profile["candidate"], profile["baseline"]
-    t = Table(title=f"{label}: Nsight Compute, candidate against the baseline")
-    for col in ("metric", "candidate", "baseline"):
-        t.add_column(col, overflow="fold")
-    for key, name, spec in PROFILE_ROWS:
-        if key in cand or key in base:
-            t.add_row(name, fmt(cand.get(key), spec), fmt(base.get(key), spec))
-    reasons = list(dict.fromkeys([*cand.get("stalls", {}), *base.get("stalls", {})]))
-    for r in reasons:
-        t.add_row(f"stall: {r} (warps per issue)", fmt(cand.get("stalls", {}).get(r), ".2f"),
-                  fmt(base.get("stalls", {}).get(r), ".2f"))
-    t.add_row("kernel", cand.get("kernel", ""), ", ".join(profile.get("baseline_kernels", [])))
-    return t
-
-
-def replay_table(data: dict) -> Table:
+def replay_table(data: dict, harness: Any) -> Table:
     """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise."""
-    cycles = "cuBLAS" not in data["objective"]
+    objective = harness.objective
+    exact = objective.interval is None
     t = Table(title=f"replay of run {data['run']} ({data['campaign']}) on {data['fingerprint'].get('gpu', '?')}"
                     f"{'' if data['same_machine'] else ' (another machine or toolchain than the recording)'}")
+    both, now = columns(harness, "replay"), columns(harness, "replay-now")
     cols = ["step", "#", "technique"]
-    cols += ["recorded", "replayed", "Δ"] if cycles else ["TFLOP/s rec.", "TFLOP/s now", "% of peak",
-                                                           "× cuBLAS rec.", "× cuBLAS now", "Δ"]
+    for c in both:
+        cols += [f"{c.label} rec.", f"{c.label} now"]
+    cols += [c.label for c in now if c not in both]
+    cols += ["recorded", "replayed", "Δ"] if exact else [f"{objective.name} rec.", f"{objective.name} now", "Δ"]
     for col in [*cols, ""]:
         t.add_column(col, overflow="fold")
+    spec = objective.spec
     for s in data["steps"]:
         rec, rep = s["recorded"], s["replayed"]
         name = f"{s['phase']}: {s['family']}" if s.get("phase") else (s["family"] or "?")
-        now = fmt(rep["score"], ".0f" if cycles else ".3f") if rep["status"] == "ok" else f"[red]{rep['status']}[/]"
+        now_text = fmt(rep["score"], spec) if rep["status"] == "ok" else f"[red]{rep['status']}[/]"
         delta = f"{s['delta']:+.1%}" if s["delta"] is not None else "–"
-        flag = "[yellow]⚠[/]" if s["flag"] else ""
-        if cycles:
-            t.add_row(str(s["step"]), str(s["seq"]), name, fmt(rec["score"], ".0f"), now, delta, flag)
-        else:
-            t.add_row(str(s["step"]), str(s["seq"]), name, fmt(rec["tflops"], ".1f"), fmt(rep["tflops"], ".1f"),
-                      fmt(rep["pct_peak"], ".1f"), fmt(rec["score"], ".3f"), now, delta, flag)
+        cells = [str(s["step"]), str(s["seq"]), name]
+        for c in both:
+            cells += [c.text(rec["figures"].get(c.key)), c.text(rep["figures"].get(c.key))]
+        cells += [c.text(rep["figures"].get(c.key)) for c in now if c not in both]
+        cells += [fmt(rec["score"], spec), now_text, delta, "[yellow]⚠[/]" if s["flag"] else ""]
+        t.add_row(*cells)
     return t
 
 
@@ -271,18 +275,28 @@ def fingerprints_table(data: dict) -> Table:
     return t
 
 
-def ladder_table(shape: tuple[int, int, int], run_id: int, rows: list[dict]) -> Table:
-    M, N, K = shape
-    t = Table(title=f"ladder at {M}×{N}×{K} (run {run_id}): each family's best, interleaved with cuBLAS")
-    for col in ("rung", "family", "configuration", "TFLOP/s", "× cuBLAS", "CI", "regs", "spills", "HGMMA", "passed"):
-        t.add_column(col, overflow="fold")
+def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Any) -> Table:
+    """Each family's best at one problem: its configuration folds, the figures stay whole."""
+    objective = harness.objective
+    t = Table(title=f"ladder at {problem} (run {run_id}): each family's best", box=box.SIMPLE_HEAD,
+              padding=(0, 1, 0, 0), show_edge=False)
+    heads = ["rung", "family", "configuration", *figure_heads(harness, "ladder", False), objective.name,
+             *(["CI"] if objective.interval else []), "regs", "spills", *figure_heads(harness, "ladder", True),
+             "passed"]
+    cells = []
     for r in rows:
-        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if r["ci_low"] is not None else "–"
         knobs = " ".join(f"{k}={v}" for k, v in r["knobs"].items()) or "–"
-        hg = {True: "yes", False: "no", None: "–"}[r["has_hgmma"]]
-        t.add_row(str(r["rung"]), r["family"], knobs if r["score"] is not None else f"[red]{r['note']}[/]",
-                  fmt(r["tflops"], ".1f"), fmt(r["score"]), ci, fmt(r["registers"], "d"), fmt(r["spills"], "d"),
-                  hg, f"{r['passed']}/{r['tried']}")
+        ci = [interval(objective, r["ci_low"], r["ci_high"])] if objective.interval else []
+        cells.append([str(r["rung"]), r["family"], knobs if r["score"] is not None else f"[red]{r['note']}[/]",
+                      *figure_cells(harness, "ladder", r["figures"], False), fmt(r["score"], objective.spec), *ci,
+                      fmt(r["registers"], "d"), fmt(r["spills"], "d"),
+                      *figure_cells(harness, "ladder", r["figures"], True), f"{r['passed']}/{r['tried']}"])
+    for i, col in enumerate(heads):
+        fold = col == "configuration"
+        t.add_column(col, no_wrap=not fold, overflow="fold" if fold else "ellipsis",
+                     min_width=None if fold else max([len(col), *(len(c[i]) for c in cells)]))
+    for c in cells:
+        t.add_row(*c)
     return t
 
 

@@ -12,9 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError, registry
-from autodiscovery.interfaces import Objective, Section
+from autodiscovery.campaign import DEFAULT_HARNESS
+from autodiscovery.interfaces import HarnessBase, Objective, Section, columns
 from autodiscovery.review.display import sections_table
-from autodiscovery.running.ledger import score_of
+from autodiscovery.running.ledger import build_facts, score_of
+from autodiscovery.running.recorded import parse
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
 from autodiscovery.store.models import utcnow
 
@@ -25,31 +27,44 @@ class NotFound(AutoDiscoveryError):
     pass
 
 
-def harness_of(run: Run) -> type | None:
-    """The class of the harness that measured a run (None if it cannot be loaded here)."""
+class Unknown(HarnessBase):
+    """Stands in for a harness that cannot be loaded here: its runs read, with a bare score."""
+
+    name = "unknown"
+    objective = UNKNOWN
+
+
+def harness_of(run: Run) -> type:
+    """The class of the harness that measured a run (`Unknown` if it cannot be loaded here)."""
     try:
-        return registry.harness(run.config.get("harness", {}).get("name", "hopper_gemm"))
+        return registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError:
-        return None
+        return Unknown
 
 
 def objective_of(run: Run) -> Objective:
-    cls = harness_of(run)
-    return cls.objective if cls is not None else UNKNOWN
+    return harness_of(run).objective
 
 
-def objective_name(store: Store, run_id: int) -> str:
+def harness_class(store: Store, run_id: int) -> type:
     with store.session() as s:
-        return objective_of(_run(s, run_id)).name
+        return harness_of(_run(s, run_id))
 
 
-def _metrics(c: Candidate, objective: Objective) -> dict[str, Any]:
+def figures(harness: type, metrics: dict | None, build: dict | None, view: str | None = None) -> dict[str, Any]:
+    """The values of a harness's columns (those of `view`, or all) for one measurement and build."""
+    cols = [c for c in harness.columns if view is None or view in c.views]
+    return {c.key: c.value(metrics, build) for c in cols}
+
+
+def _metrics(c: Candidate, harness: type) -> dict[str, Any]:
     ev = c.measurement
     m = ev.metrics if ev is not None and ev.status == "ok" else {}
-    ratio = m.get("ratio", {}) if objective.path[:1] == ("ratio",) else {}
+    objective = harness.objective
     score = score_of(c, objective)
-    return {"tflops": m.get("tflops", {}).get("candidate"), "score": score, "score_text": objective.format(score),
-            "ci_low": ratio.get("ci_low"), "ci_high": ratio.get("ci_high")}
+    low, high = objective.bounds(m) or (None, None)
+    return {"score": score, "score_text": objective.format(score), "ci_low": low, "ci_high": high,
+            "figures": figures(harness, m, build_facts(c.build))}
 
 
 def _run(s: Session, run_id: int) -> Run:
@@ -76,7 +91,6 @@ def runs(store: Store, campaign: str | None = None, status: str | None = None,
          since: datetime | None = None) -> list[dict]:
     """One row a run, oldest first; optionally only one campaign's, one status's, or those started since."""
     with store.session() as s:
-        out = []
         query = select(Run).order_by(Run.id)
         if campaign is not None:
             query = query.where(Run.campaign == campaign)
@@ -84,21 +98,39 @@ def runs(store: Store, campaign: str | None = None, status: str | None = None,
             query = query.where(Run.status == status)
         if since is not None:
             query = query.where(Run.created_at >= since)
-        for run in s.scalars(query):
-            objective = objective_of(run)
-            best = _metrics(run.best, objective) if run.best else {}
-            out.append({
-                "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
-                "stop_reason": run.stop_reason,
-                **tally(c.status for c in run.candidates),
-                "rejected": sum(c.status == "rejected" for c in run.candidates),
-                "objective": objective.name, "best_seq": run.best.seq if run.best else None,
-                "best_score": best.get("score"), "best_text": best.get("score_text", "–"),
-                "best_tflops": best.get("tflops"),
-                "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),
-                "elapsed_s": run.elapsed_s,
-            })
-        return out
+        return [_run_row(run) for run in s.scalars(query)]
+
+
+def run_row(store: Store, run_id: int) -> dict:
+    """The `runs` row of one run."""
+    with store.session() as s:
+        return _run_row(_run(s, run_id))
+
+
+def _run_row(run: Run) -> dict:
+    harness = harness_of(run)
+    best = _metrics(run.best, harness) if run.best else {}
+    shown = {c.key for c in columns(harness, "summary")}
+    return {
+        "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
+        "stop_reason": run.stop_reason, **tally(c.status for c in run.candidates),
+        "rejected": sum(c.status == "rejected" for c in run.candidates),
+        "objective": harness.objective.name, "best_seq": run.best.seq if run.best else None,
+        "best_score": best.get("score"), "best_text": best.get("score_text", "–"),
+        "best_figures": {k: v for k, v in best.get("figures", {}).items() if k in shown},
+        "best_summary": summary_text(harness, best),
+        "device": run.fingerprint.get("gpu"), "created_at": run.created_at.isoformat(),
+        "elapsed_s": run.elapsed_s,
+    }
+
+
+def summary_text(harness: type, row: dict) -> str:
+    """A best's score with the harness's summary figures: '1.009× …, 776.2 TFLOP/s'."""
+    if row.get("score") is None:
+        return "–"
+    extra = [f"{c.text(v)} {c.label}" for c in columns(harness, "summary")
+             if (v := (row.get("figures") or {}).get(c.key)) is not None]
+    return ", ".join([row["score_text"], *extra])
 
 
 def tally(statuses) -> dict[str, int]:
@@ -113,16 +145,16 @@ def tally_text(t: dict[str, int]) -> str:
     return f"{t['evaluated']} evaluated" + (f", {t['proposed']} left proposed" if t["proposed"] else "")
 
 
-def candidate_row(c: Candidate, objective: Objective) -> dict:
+def candidate_row(c: Candidate, harness: type) -> dict:
     b = c.build
     return {
         "run": c.run_id, "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None,
         "parent_run": c.parent.run_id if c.parent else None, "family": c.family,
         "knobs": c.knobs, "proposer": c.proposer, "hypothesis": c.hypothesis, "status": c.status,
-        "source_hash": c.source_hash, **_metrics(c, objective),
+        "source_hash": c.source_hash, **_metrics(c, harness),
         "registers": b.registers if b else None, "spill_stores": b.spill_stores if b else None,
         "spill_loads": b.spill_loads if b else None, "stack": b.stack if b else None,
-        "smem_static": b.smem_static if b else None, "has_hgmma": b.has_hgmma if b else None,
+        "smem_static": b.smem_static if b else None, "facts": dict(b.facts or {}) if b else {},
         "decision": c.decision.reason if c.decision else None,
         "verdict": c.decision.verdict if c.decision else None,
     }
@@ -138,7 +170,7 @@ def show_run(store: Store, run_id: int) -> dict:
             "best_seq": run.best.seq if run.best else None, "objective": objective_of(run).name,
             **tally(c.status for c in run.candidates),
             "config": run.config, "fingerprint": run.fingerprint,
-            "candidates": [candidate_row(c, objective_of(run)) | {"source": c.source} for c in run.candidates],
+            "candidates": [candidate_row(c, harness_of(run)) | {"source": c.source} for c in run.candidates],
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
                            "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
         }
@@ -180,8 +212,6 @@ def sections(store: Store, run_id: int) -> tuple[list[Section], dict | None]:
     """What the run's harness adds to a report: (its tables, their data or None)."""
     with store.session() as s:
         cls = harness_of(_run(s, run_id))
-    if cls is None:
-        return [], None
     data = cls.summary_data(store, run_id)
     return (cls.summary(run_id, data) if data else []), data
 
@@ -199,7 +229,7 @@ def show_candidate(store: Store, run_id: int, seq: int) -> dict:
         if c is None:
             raise NotFound(f"run {run_id} has no candidate #{seq}")
         b = c.build
-        return candidate_row(c, objective_of(run)) | {
+        return candidate_row(c, harness_of(run)) | {
             "run": run_id, "source": c.source,
             "build": None if b is None else {"ok": b.ok, "compiler": b.compiler, "flags": b.flags,
                                              "seconds": b.seconds, "log": b.log},
@@ -224,8 +254,8 @@ def lineage(store: Store, run_id: int) -> list[dict]:
                 cand = cand.parent  # the seed of a run started --from another run's candidate
             else:
                 cand = None
-        objectives = {r: objective_of(s.get(Run, r)) for r in {c.run_id for c in chain}}
-        return [candidate_row(c, objectives[c.run_id]) for c in reversed(chain)]
+        harnesses = {r: harness_of(s.get(Run, r)) for r in {c.run_id for c in chain}}
+        return [candidate_row(c, harnesses[c.run_id]) for c in reversed(chain)]
 
 
 def tree(store: Store, run_id: int) -> list[dict]:
@@ -233,7 +263,7 @@ def tree(store: Store, run_id: int) -> list[dict]:
     Rows carry `depth`; a candidate without a parent (the seed) is a root."""
     with store.session() as s:
         run = _run(s, run_id)
-        objective = objective_of(run)
+        harness = harness_of(run)
         cands = sorted(run.candidates, key=lambda c: c.seq)
         children: dict[int | None, list[Candidate]] = {}
         for c in cands:
@@ -245,16 +275,9 @@ def tree(store: Store, run_id: int) -> list[dict]:
         stack = [(c, 0) for c in reversed(roots)]
         while stack:
             c, depth = stack.pop()
-            out.append(candidate_row(c, objective) | {"depth": depth, "best": c.id == best})
+            out.append(candidate_row(c, harness) | {"depth": depth, "best": c.id == best})
             stack.extend((k, depth + 1) for k in reversed(children.get(c.id, [])))
         return out
-
-
-def parse_ref(ref: str) -> tuple[int, int]:
-    run_id, slash, seq = ref.partition("/")
-    if not (slash and run_id.isdigit() and seq.isdigit()):
-        raise NotFound(f"'{ref}' is not RUN/SEQ (e.g. 3/7)")
-    return int(run_id), int(seq)
 
 
 def diff(store: Store, a: str, b: str) -> dict:
@@ -262,8 +285,8 @@ def diff(store: Store, a: str, b: str) -> dict:
     (what changed) and their measurements."""
     rows = []
     for ref in (a, b):
-        run_id, seq = parse_ref(ref)
-        rows.append(show_candidate(store, run_id, seq) | {"ref": ref})
+        at = parse(ref, seq="required")
+        rows.append(show_candidate(store, at.run, at.seq) | {"ref": ref})
     left, right = rows
     text = "".join(difflib.unified_diff(left["source"].splitlines(keepends=True),
                                         right["source"].splitlines(keepends=True),
@@ -285,5 +308,5 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
         run = _run(s, run_id)
         if run.best is None:
             raise NotFound(f"run {run_id} has no kept candidate to export")
-        return run.best.source, candidate_row(run.best, objective_of(run)) | {
+        return run.best.source, candidate_row(run.best, harness_of(run)) | {
             "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu")}

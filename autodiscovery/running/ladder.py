@@ -1,8 +1,8 @@
-"""The ladder: the best configuration of each kernel family at one shape, measured against cuBLAS.
+"""The ladder: the best configuration of each kernel family of a search space at one problem.
 
 For every family (rung order) the default and then TPE-proposed knob settings are built and
 evaluated (`per_family` in all); the best that passed the gate is measured once more in a fresh
-process, interleaved with cuBLAS. Everything is recorded as a run (agent "ladder") in the store.
+process. Everything is recorded as a run (agent "ladder"), through the same ledger as the loop's.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import History, Proposal, Record
 from autodiscovery.running.evaluate import assess, screen
-from autodiscovery.running.ledger import source_hash
-from autodiscovery.store import Candidate, Evaluation, Run, Store
+from autodiscovery.running.ledger import Ledger, build_facts, source_hash
+from autodiscovery.store import Store
 from autodiscovery.toolkit.text import canon
 
 
@@ -27,23 +27,27 @@ class Rung:
     rung: int
     knobs: dict[str, Any]
     outcome: Any | None  # the final measurement of the family's best, or None
-    registers: int | None = None
-    spills: int | None = None
-    has_hgmma: bool | None = None
+    build: dict | None = None
+    """The best's build facts (the compiler's report and the harness's own)."""
     tried: int = 0
     passed: int = 0
     note: str = ""
     candidate_id: int | None = None
 
-    def row(self) -> dict:
+    def row(self, harness: Any) -> dict:
+        """The rung as a table and --json show it: the objective, its interval, the harness's columns."""
+        from autodiscovery.interfaces import columns
+
         m = self.outcome.metrics if self.outcome is not None and self.outcome.status == "ok" else {}
-        r = m.get("ratio", {})
+        b = self.build or {}
+        low, high = harness.objective.bounds(m) or (None, None)
+        spills = (b.get("spill_stores") or 0) + (b.get("spill_loads") or 0) if b.get("spill_stores") is not None \
+            else None
         return {"family": self.family, "rung": self.rung, "knobs": self.knobs,
-                "tflops": m.get("tflops", {}).get("candidate"), "cublas_tflops": m.get("tflops", {}).get("cublas"),
-                "score": self.outcome.score if self.outcome is not None else None,
-                "ci_low": r.get("ci_low"), "ci_high": r.get("ci_high"),
-                "registers": self.registers, "spills": self.spills, "has_hgmma": self.has_hgmma,
-                "tried": self.tried, "passed": self.passed, "note": self.note}
+                "score": self.outcome.score if self.outcome is not None else None, "ci_low": low, "ci_high": high,
+                "figures": {c.key: c.value(m, b) for c in columns(harness, "ladder")},
+                "registers": b.get("registers"), "spills": spills, "tried": self.tried, "passed": self.passed,
+                "note": self.note}
 
 
 class Ladder:
@@ -59,23 +63,16 @@ class Ladder:
         if families and len(ladder) != len(families):
             known = ", ".join(self.agent.space.families)
             raise AutoDiscoveryError(f"unknown family in {families} (known: {known})")
-        with self.store.session() as s:
-            run = Run(campaign=self.campaign.name, agent="ladder", fingerprint=fingerprint,
-                      config=self.campaign.model_dump(mode="json") | {"ladder": {"per_family": per_family}})
-            s.add(run)
-            s.flush()
-            self.run_id = run.id
-        self.seq = 0
+        config = self.campaign.model_dump(mode="json") | {"ladder": {"per_family": per_family}}
+        self.ledger = Ledger.create(self.store, self.campaign.name, "ladder", config, fingerprint,
+                                    self.harness.objective)
         rungs = [self._family(fam, per_family) for fam in ladder]
-        with self.store.session() as s:
-            run = s.get(Run, self.run_id)
-            run.status, run.stop_reason = "finished", f"ladder over {len(rungs)} families"
-            scored = [r for r in rungs if r.outcome is not None and r.outcome.score is not None]
-            top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
-            best = next((r for r in scored if r.outcome.score == top), None)
-            if best is not None:
-                run.best_candidate_id = best.candidate_id
-        return self.run_id, rungs
+        scored = [r for r in rungs if r.outcome is not None and r.outcome.score is not None]
+        top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
+        best = next((r for r in scored if r.outcome.score == top), None)
+        self.ledger.crown(best.candidate_id if best is not None else None)
+        self.ledger.close("finished", f"ladder over {len(rungs)} families", None)
+        return self.ledger.run_id, rungs
 
     def _family(self, fam, per_family: int) -> Rung:
         records: list[Record] = []
@@ -90,8 +87,7 @@ class Ladder:
                     p = Proposal(f"{fam.name} at its default configuration", self.agent.space.render(fam.name, knobs),
                                  "ladder", fam.name, knobs)
                 else:
-                    p = self.agent.knob_move(fam, History(records, None, self.harness.objective), batch, tried,
-                                             record_rejections=False)
+                    p = self.agent.knob_move(fam, History(records, None, self.harness.objective), batch, tried)
                     if p is None:
                         break
                     p.proposer = "ladder"
@@ -108,7 +104,7 @@ class Ladder:
                 outcome = refusal or assess(self.harness, p.source, build)
                 cid = self._record(p, build, outcome)
                 sources[canon(p.knobs)] = (cid, p, build)
-                records.append(Record(seq=self.seq, family=fam.name, knobs=p.knobs, status=outcome.status,
+                records.append(Record(seq=len(records), family=fam.name, knobs=p.knobs, status=outcome.status,
                                       score=outcome.score, kept=False, source_hash=source_hash(p.source),
                                       log=outcome.log))
         passed = [r for r in records if r.score is not None]
@@ -120,26 +116,21 @@ class Ladder:
         best = next(r for r in passed if r.score == top)
         cid, proposal, build = sources[canon(best.knobs)]
         self.progress(f"{fam.name}: final measurement of the best")
+        eval_id = self.ledger.begin(cid, "ladder")
         final = assess(self.harness, proposal.source, build)
-        with self.store.session() as s:
-            s.add(Evaluation(candidate_id=cid, kind="ladder", status=final.status, metrics=final.metrics,
-                             log=final.log, device=final.device, seconds=final.seconds))
+        self.ledger.finish(eval_id, cid, "ladder", final)
         rung.knobs, rung.outcome, rung.candidate_id = best.knobs, final, cid
-        rung.registers, rung.has_hgmma = build.registers, build.has_hgmma
-        rung.spills = (build.spill_stores or 0) + (build.spill_loads or 0) if build.spill_stores is not None else None
+        rung.build = build_facts(build)
         return rung
 
     def _record(self, p: Proposal, build, outcome) -> int:
-        build_id = self.store.build_id(build.facts()) if build is not None else None
-        with self.store.session() as s:
-            status = {"ok": "measured"}.get(outcome.status, outcome.status)
-            cand = Candidate(run_id=self.run_id, seq=self.seq, hypothesis=p.hypothesis, proposer=p.proposer,
-                             family=p.family, knobs=p.knobs, source=p.source, source_hash=source_hash(p.source),
-                             status=status, build_id=build_id)
-            s.add(cand)
-            s.flush()
-            kind = "check" if outcome.status == "rejected" else "benchmark"
-            s.add(Evaluation(candidate_id=cand.id, kind=kind, status=outcome.status, metrics=outcome.metrics,
-                             log=outcome.log, device=outcome.device, seconds=outcome.seconds))
-            self.seq += 1
+        """The proposal as a candidate of the ladder's run, with its evaluation (or its refusal)."""
+        (cand,) = self.ledger.add([p])
+        if outcome.status == "rejected":
+            self.ledger.reject(cand.id, outcome.log)
             return cand.id
+        eval_id = self.ledger.begin(cand.id, "benchmark")
+        self.ledger.finish(eval_id, cand.id, "benchmark", outcome,
+                           status="measured" if outcome.status == "ok" else outcome.status,
+                           build_id=self.ledger.record_build(build))
+        return cand.id

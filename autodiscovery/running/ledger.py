@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 
@@ -30,16 +31,23 @@ def score_of(cand: Candidate, objective: Objective) -> float | None:
     return objective.read(ev.metrics) if ev is not None and ev.status == "ok" else None
 
 
-BUILD_FACTS = ("registers", "smem_static", "spill_stores", "spill_loads", "stack", "has_hgmma")
+BUILD_FACTS = ("registers", "smem_static", "spill_stores", "spill_loads", "stack")
+"""The compiler's report a build row keeps in columns; a harness's own facts come beside them."""
+
+
+def build_facts(b) -> dict:
+    """What an agent, a table or a harness's column sees of a build (a stored row): the compiler's
+    report and the harness's own facts, in one mapping."""
+    return {**{k: getattr(b, k) for k in BUILD_FACTS}, **(b.facts or {})} if b is not None else {}
 
 
 def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | None = None) -> Record:
     """What an agent sees of a candidate; `seq_of` maps this run's candidate ids to their seq."""
     evs = [e for e in cand.evaluations if e.kind != "profile"]
     ev = cand.measurement or (evs[-1] if evs else None)
-    b = cand.build
-    facts = {k: getattr(b, k) for k in BUILD_FACTS} if b else {}
-    tflops = ev.metrics.get("tflops", {}).get("candidate") if ev is not None and ev.status == "ok" else None
+    measured = dict(cand.measurement.metrics) if cand.measurement is not None and cand.measurement.status == "ok" \
+        else {}
+
     def profiles_of(c: Candidate) -> list:
         return [e for e in c.evaluations if e.kind == "profile" and e.status == "ok" and "profile" in e.metrics]
 
@@ -52,14 +60,46 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
     return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status,
                   score=score_of(cand, objective), kept=cand.status == "kept", source_hash=cand.source_hash,
                   hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
-                  build=facts, tflops=tflops, parent_seq=(seq_of or {}).get(cand.parent_id),
+                  build=build_facts(cand.build), metrics=measured, parent_seq=(seq_of or {}).get(cand.parent_id),
                   verdict=d.verdict if d else None, reason=reason,
                   profile=dict(profiles[-1].metrics["profile"]) if profiles else {})
 
 
+def writes(method):
+    """A ledger method that writes: the history it keeps is read again afterwards (and is not kept from
+    a read made while the write was under way)."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        self._writes += 1
+        self._history = None
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._writes += 1
+            self._history = None
+    return wrapper
+
+
 class Ledger:
+    """Reads and writes one run. Its `history()` is read from the database once and kept until this
+    ledger writes again: one view of the run per step, whoever asks (the loop, the agent, the display)."""
+
     def __init__(self, store: Store, run_id: int, objective: Objective, elapsed: Callable[[], float]) -> None:
         self.store, self.run_id, self.objective, self.elapsed = store, run_id, objective, elapsed
+        self._history: History | None = None
+        self._writes = 0
+
+    @classmethod
+    def create(cls, store: Store, campaign: str, agent: str, config: dict, fingerprint: dict,
+               objective: Objective) -> Ledger:
+        """A new run, and its ledger."""
+        with store.session() as s:
+            run = Run(campaign=campaign, agent=agent, config=config, fingerprint=fingerprint)
+            s.add(run)
+            s.flush()
+            run_id = run.id
+        return cls(store, run_id, objective, lambda: 0.0)
+
 
     # ---- reading ------------------------------------------------------------------------------
     def candidates(self) -> list[Candidate]:
@@ -78,6 +118,16 @@ class Ledger:
             return c
 
     def history(self) -> History:
+        kept = self._history
+        if kept is not None:
+            return kept
+        before = self._writes
+        read = self._read_history()
+        if self._writes == before:  # no write began or ended meanwhile: this view is current
+            self._history = read
+        return read
+
+    def _read_history(self) -> History:
         cands = self.candidates()
         with self.store.session() as s:
             best_id = Run.find(s, self.run_id).best_candidate_id
@@ -108,6 +158,7 @@ class Ledger:
         run = Run.find(s, self.run_id)
         run.elapsed_s, run.updated_at, run.heartbeat_at = self.elapsed(), utcnow(), utcnow()
 
+    @writes
     def add(self, proposals: list[Proposal]) -> list[Candidate]:
         """Record proposals as candidates (refused ones with their reason), in one commit."""
         out = []
@@ -133,6 +184,7 @@ class Ledger:
             self.touch(s)
         return out
 
+    @writes
     def reject(self, cand_id: int, reason: str) -> None:
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cand_id, kind="check", status="rejected", log=reason))
@@ -142,8 +194,9 @@ class Ledger:
     def record_build(self, build: BuildReport) -> int | None:
         if build is None or not build.cache_key:
             return None
-        return self.store.build_id(build.facts())
+        return self.store.build_id(build.stored())
 
+    @writes
     def begin(self, cand_id: int, kind: str, against: int | None = None) -> int:
         """An evaluation row marked running: if the process dies now, resume finds it and redoes it."""
         with self.store.session() as s:
@@ -152,6 +205,7 @@ class Ledger:
             s.flush()
             return ev.id
 
+    @writes
     def finish(self, eval_id: int | None, cand_id: int, kind: str, outcome: Outcome, against: int | None = None,
                status: str | None = None, build_id: int | None = None) -> None:
         """The evaluation's result; with `status`, the candidate's new status in the same commit."""
@@ -166,6 +220,7 @@ class Ledger:
                 c = s.get(Candidate, cand_id)
                 c.status, c.build_id = status, build_id if build_id is not None else c.build_id
 
+    @writes
     def decide(self, cand_id: int, incumbent_id: int | None, verdict: str, reason: str, measured: bool) -> None:
         with self.store.session() as s:
             s.add(Decision(run_id=self.run_id, candidate_id=cand_id, incumbent_id=incumbent_id, verdict=verdict,
@@ -176,6 +231,7 @@ class Ledger:
                 Run.find(s, self.run_id).best_candidate_id = cand_id
             self.touch(s)
 
+    @writes
     def built(self, cand_id: int, build_id: int | None) -> None:
         """Dry runs: the candidate compiled; it is recorded as built, never measured or decided."""
         with self.store.session() as s:
@@ -191,6 +247,7 @@ class Ledger:
         s.execute(update(Evaluation).where(Evaluation.candidate_id.in_(ids), Evaluation.status == "running")
                   .values(status="interrupted", log=CUT_OFF))
 
+    @writes
     def open(self, owner: str, claim) -> Run:
         with self.store.session() as s:
             # The row is locked while the lease is checked and taken (on PostgreSQL; SQLite's single
@@ -202,6 +259,13 @@ class Ledger:
             _ = run.candidates
             return run
 
+    @writes
+    def crown(self, cand_id: int | None) -> None:
+        """Make a candidate the run's best without a decision (the ladder's best of its families)."""
+        with self.store.session() as s:
+            Run.find(s, self.run_id).best_candidate_id = cand_id
+
+    @writes
     def close(self, status: str, reason: str, owner: str | None) -> None:
         with self.store.session() as s:
             self.mark_cut_off(s)

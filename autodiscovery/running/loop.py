@@ -20,7 +20,6 @@ from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import (
     Agent,
     Harness,
-    Objective,
     Outcome,
     Proposal,
     Record,
@@ -37,7 +36,7 @@ __all__ = ["Display", "Loop", "Quiet", "STOPPED", "Stop", "counted", "source_has
 
 
 class Display(Protocol):
-    def started(self, run: Run, campaign: Campaign, objective: Objective) -> None: ...
+    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
     def building(self, seqs: list[int]) -> None: ...
     def finished(self, cand: Candidate, outcome: Outcome | None, verdict: str, reason: str,
                  best: Record | None) -> None: ...
@@ -45,7 +44,7 @@ class Display(Protocol):
 
 
 class Quiet:
-    def started(self, run, campaign, objective) -> None: ...
+    def started(self, run, campaign, harness) -> None: ...
     def building(self, seqs) -> None: ...
     def finished(self, cand, outcome, verdict, reason, best) -> None: ...
     def stopped(self, reason) -> None: ...
@@ -68,13 +67,9 @@ class Loop:
     """A new run's first candidate; none: the agent's seed proposal."""
 
     def start(self, fingerprint: dict) -> int:
-        with self.store.session() as s:
-            run = Run(campaign=self.campaign.name, agent=self.agent.name,
-                      config=self.campaign.model_dump(mode="json"), fingerprint=fingerprint)
-            s.add(run)
-            s.flush()
-            run_id = run.id
-        return self.drive(run_id)
+        ledger = Ledger.create(self.store, self.campaign.name, self.agent.name, self.campaign.model_dump(mode="json"),
+                               fingerprint, self.harness.objective)
+        return self.drive(ledger.run_id)
 
     def drive(self, run_id: int) -> int:
         if self.started:
@@ -84,7 +79,7 @@ class Loop:
         self.ledger = Ledger(self.store, run_id, self.harness.objective, lambda: 0.0)
         run = self.ledger.open(self.owner, lease.claim)
         self.ledger.elapsed = self.elapsed = lambda: run.elapsed_s + time.monotonic() - t0
-        self.display.started(run, self.campaign, self.harness.objective)
+        self.display.started(run, self.campaign, self.harness)
         self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint))
         try:
             reason = self._iterate()

@@ -205,3 +205,22 @@ def m004_parent_and_incumbent(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE candidates ADD COLUMN incumbent_id INTEGER REFERENCES candidates(id)"))
     conn.execute(text("UPDATE candidates SET incumbent_id = parent_id"))
     conn.execute(text("UPDATE evaluations SET kind = 'check' WHERE status = 'rejected' AND kind = 'benchmark'"))
+
+
+STORE_BUILD_COLUMNS = {"id", "cache_key", "ok", "registers", "smem_static", "spill_stores", "spill_loads", "stack",
+                       "compiler", "flags", "log", "seconds", "created_at", "facts"}
+"""The columns of `builds` that are the store's own: the compiler's report and the build itself."""
+
+
+@migration
+def m005_build_facts(conn: Connection) -> None:
+    """A harness's facts about a build live in one JSON column, under its own names: any column of
+    `builds` that is not the store's own (one harness's fact, from before) moves into it, and goes."""
+    conn.execute(text("ALTER TABLE builds ADD COLUMN facts JSON"))
+    theirs = [c["name"] for c in inspect(conn).get_columns("builds") if c["name"] not in STORE_BUILD_COLUMNS]
+    builds = Table("builds", MetaData(), autoload_with=conn)
+    for row in conn.execute(select(builds.c.id, *(builds.c[name] for name in theirs))).mappings():
+        facts = {name: row[name] for name in theirs if row[name] is not None}
+        conn.execute(builds.update().where(builds.c.id == row["id"]).values(facts=facts))
+    for name in theirs:
+        conn.execute(text(f'ALTER TABLE builds DROP COLUMN "{name}"'))

@@ -91,7 +91,8 @@ class Build(Base):
     spill_stores: Mapped[int | None] = mapped_column(Integer, default=None)
     spill_loads: Mapped[int | None] = mapped_column(Integer, default=None)
     stack: Mapped[int | None] = mapped_column(Integer, default=None)
-    has_hgmma: Mapped[bool | None] = mapped_column(default=None)
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """What the harness learnt of the artifact beyond the compiler's report, by its own names."""
     compiler: Mapped[str] = mapped_column(Text, default="")
     flags: Mapped[list[str]] = mapped_column(JSON, default=list)
     log: Mapped[str] = mapped_column(Text, default="")

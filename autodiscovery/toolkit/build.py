@@ -33,7 +33,8 @@ class BuildReport:
     spill_stores: int | None = None
     spill_loads: int | None = None
     stack: int | None = None
-    has_hgmma: bool | None = None
+    facts: dict = field(default_factory=dict)
+    """What the harness learnt of the artifact beyond the compiler's report (its own names)."""
     compiler: str = ""
     flags: list[str] = field(default_factory=list)
     log: str = ""
@@ -41,7 +42,7 @@ class BuildReport:
     cached: bool = False
     timed_out: bool = False
 
-    def facts(self) -> dict:
+    def stored(self) -> dict:
         """What the store (and the cache's report.json) keeps of a build."""
         d = asdict(self)
         for k in ("artifact", "cached", "timed_out"):
@@ -74,8 +75,10 @@ class BuildCache:
             facts = json.loads((folder / "report.json").read_text())
         except (OSError, ValueError):
             return None
-        report = BuildReport(**{k: v for k, v in facts.items() if k in BuildReport.__dataclass_fields__})
-        report.cached = True
+        fields = BuildReport.__dataclass_fields__
+        report = BuildReport(**{k: v for k, v in facts.items() if k in fields})
+        report.facts = {**report.facts, **{k: v for k, v in facts.items() if k not in fields and v is not None}}
+        report.cached = True  # a report kept before `facts` existed holds them at the top level
         report.artifact = str(folder / self.artifact) if report.ok else None
         return report
 
@@ -91,7 +94,7 @@ class BuildCache:
         if report.timed_out:
             shutil.rmtree(workdir, ignore_errors=True)
             return report
-        (workdir / "report.json").write_text(json.dumps(report.facts(), indent=1))
+        (workdir / "report.json").write_text(json.dumps(report.stored(), indent=1))
         try:
             workdir.rename(folder)
         except OSError:  # another thread or process finished the same build first
@@ -103,7 +106,7 @@ class BuildCache:
         """Rewrite a kept report (facts learnt later, e.g. from a disassembler installed since)."""
         path = self.folder(key) / "report.json"
         tmp = path.with_name(f"report.json.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(report.facts(), indent=1))
+        tmp.write_text(json.dumps(report.stored(), indent=1))
         tmp.replace(path)
 
 

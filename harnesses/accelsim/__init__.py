@@ -21,7 +21,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key, parse_ptxas
 from autodiscovery.toolkit.proc import tethered
@@ -83,6 +83,13 @@ class AccelsimHarness(HarnessBase):
     Settings = Settings
     Problem = Problem
     objective = Objective("cycles", higher_is_better=False, path=("cycles",), spec="d", joiner=" ")
+    columns = (Column("bound_cycles", "bound", lambda m, b: m.get("bound_cycles"), ".0f", frozenset({"measure"}),
+                      after=True),
+               Column("pct_of_bound", "% of bound", lambda m, b: m.get("pct_of_bound"), ".1f",
+                      frozenset({"measure"}), after=True))
+    resumable = ("timeout_s", "build_workers", "cache_dir", "parallel", "work_dir")
+    toolchain = ("nvcc", "simulator")
+    charts = staticmethod(report.charts)
 
     def __init__(self, campaign: Campaign) -> None:
         self.s = campaign.harness
@@ -276,10 +283,12 @@ class AccelsimHarness(HarnessBase):
                   "area_pct": cost["area_pct"], "power_pct": cost["power_pct"]}
         return Outcome("ok", stats, "", seconds, f"gpgpu-sim {arch.sms}-SM", score=stats["cycles"])
 
-    def evaluate_many(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
-        """Several simulations at once, one per core."""
+    def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
+        """A lineage simulated again (`autodiscovery replay`): its points side by side, one per core."""
+        from autodiscovery.running.evaluate import assess
+
         with ThreadPoolExecutor(self.parallel) as pool:
-            return list(pool.map(lambda it: self.evaluate(*it), items))
+            return list(pool.map(lambda it: assess(self, *it), items))
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
         """Simulations are deterministic: compare the recorded cycles (simulating again if needed)."""

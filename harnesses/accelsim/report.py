@@ -232,3 +232,70 @@ def _phases(run_id: int, data: dict) -> Section:
                    "kernel cycles: the simulator's count without the kernel launch latency it includes; % of "
                    "bound is taken on them, against each point's own architecture; E's best is the best kernel × "
                    "architecture point, phase D's included", chart="phases")
+
+
+def charts(data: dict) -> list:
+    """The co-design charts: the cycles of every simulated configuration by phase, the analytical model
+    against the simulator on points it did not see, and the Pareto fronts of cycles against area and power
+    (each follows its table in the page)."""
+    from autodiscovery.interfaces import Chart
+    from autodiscovery.review.charts import BASELINE, KEPT, REVERTED, legend, pyplot
+
+    plt = pyplot()
+    out = []
+    h = data.get("harness") or {}
+    cands = [c for c in data["candidates"] if c["status"] not in ("proposed", "built")]
+    if h.get("phases"):
+        fig, ax = plt.subplots(figsize=(9, 3.4))
+        by_phase: dict[str, list] = {}
+        for c in cands:
+            phase = (c.get("knobs") or {}).get("phase")
+            if phase and c.get("score") is not None:
+                by_phase.setdefault(phase, []).append(c)
+        order = sorted(by_phase)
+        for i, phase in enumerate(order):
+            pts = by_phase[phase]
+            xs = [i + (j - (len(pts) - 1) / 2) * min(0.08, 0.7 / max(len(pts), 1)) for j in range(len(pts))]
+            ax.scatter(xs, [c["score"] for c in pts], s=18, color=REVERTED, gid=f"phase-{phase}")
+        best_of = {p["phase"]: p["cycles"] for p in h["phases"]}
+        ax.bar([order.index(p) for p in best_of if p in order], [best_of[p] for p in best_of if p in order],
+               color=KEPT, alpha=0.35, width=0.8, label="phase best")
+        if h.get("baseline_cycles"):
+            ax.axhline(h["baseline_cycles"], color=BASELINE, linestyle="--", linewidth=1, label="baseline")
+        ax.set_xticks(range(len(order)), [f"phase {p}" for p in order])
+        ax.set_ylabel("cycles")
+        ax.set_title("simulated cycles of every configuration, by phase")
+        legend(ax, fontsize=8, frameon=False)
+        out.append(Chart("phases", fig))
+    if (m := h.get("model")) and m.get("points"):
+        fig, ax = plt.subplots(figsize=(4.8, 4.2))
+        for kind, gid, color in (("left out of its own fit (A, B)", "model-fit", REVERTED),
+                                 ("phase-C pick", "model-picks", KEPT)):
+            pts = [p for p in m["points"] if p["held_out"] == kind]
+            if pts:
+                ax.scatter([p["predicted"] for p in pts], [p["simulated"] for p in pts], s=18, color=color,
+                           gid=gid, label=kind)
+        every = [v for p in m["points"] for v in (p["predicted"], p["simulated"])]
+        ax.plot([min(every), max(every)], [min(every), max(every)], color=BASELINE, linewidth=1,
+                label="predicted = simulated")
+        legend(ax, fontsize=8, frameon=False)
+        ax.set_xlabel("model's prediction (cycles)")
+        ax.set_ylabel("simulated (cycles)")
+        ax.set_title("the fitted model on points it did not see")
+        out.append(Chart("model", fig))
+    if (pf := h.get("pareto")) and pf.get("points"):
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+        for ax, cost, front in zip(axes, ("area", "power"), (pf["front"], pf.get("power_front") or [])):
+            ax.scatter([p[f"{cost}_pct"] for p in pf["points"]], [p["cycles"] for p in pf["points"]], s=18,
+                       color=REVERTED, gid=f"pareto-{cost}-points", label="best point of each architecture")
+            ax.step([p[f"{cost}_pct"] for p in front], [p["cycles"] for p in front], where="post", color=KEPT,
+                    gid=f"pareto-{cost}-front", label="Pareto front")
+            budget = (h.get("budget") or {}).get(f"{cost}_pct")
+            if budget is not None:
+                ax.axvline(budget, color=BASELINE, linestyle="--", linewidth=1, label=f"budget +{budget:g}% {cost}")
+            ax.set_xlabel(f"{cost} over the stock part (%)")
+            ax.set_title(f"cycles against {cost}")
+            legend(ax, fontsize=8, frameon=False)
+        axes[0].set_ylabel("cycles")
+        out.append(Chart("pareto", fig))
+    return out

@@ -29,6 +29,7 @@ from harnesses.hopper_gemm.build import (
     ToolchainError,
     nvcc_version,
 )
+from harnesses.hopper_gemm import report
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 from harnesses.hopper_gemm.settings import Problem, Settings, relative_tolerance
 
@@ -51,7 +52,9 @@ class HopperGemmHarness(HarnessBase):
     needs_gpu = True
     Settings = Settings
     Problem = Problem
-    objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"))
+    objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"), spec=".3f",
+                          interval=(("ratio", "ci_low"), ("ratio", "ci_high")), reference=1.0, reference_name="cuBLAS",
+                          noise=0.02)
 
     def __init__(self, campaign: Campaign) -> None:
         self.settings = campaign.harness
@@ -190,13 +193,41 @@ class HopperGemmHarness(HarnessBase):
             return f"the GPU is now {out.metrics.get('gpu')}, not {self.device}"
         return None
 
-    def prompt_facts(self) -> dict:
-        p = self.problem
+    # ---- how its numbers are shown (report.py) --------------------------------------------------
+    columns = report.COLUMNS
+    resumable = ("timeout_s", "build_workers", "cache_dir", "ncu", "gpus")
+    toolchain = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas")
+    charts = staticmethod(report.charts)
+    build_notes = staticmethod(report.build_notes)
+    profile_section = staticmethod(report.profile_section)
+
+    @classmethod
+    def identity(cls, fingerprint: dict) -> dict:
+        out = {k: fingerprint[k] for k in ("gpu", "sms", "cc", "max_sm_clock_mhz", *cls.toolchain, "arch")
+               if k in fingerprint}
+        if isinstance(fingerprint.get("baseline"), dict):  # its kind and algorithm, not the timings that chose it
+            b = fingerprint["baseline"]
+            out["baseline"] = " ".join(str(b.get(k)) for k in ("kind", "algo_index") if k in b)
+        return out
+
+    def prompt_facts(self, fingerprint: dict) -> dict:
+        """What the prompts say of the problem, its correctness bar, the compile line and the machine."""
         from harnesses.hopper_gemm.build import gencode
 
-        return {"tolerance": f"{relative_tolerance(self.settings.tolerance, self.settings.tolerance_per_sqrt_k, p.K):.2g}",
-                "compile": " ".join(["nvcc -cubin", *gencode(self.settings.arch), *self.settings.nvcc_flags]),
-                "arch": self.settings.arch, "dtype_in": p.dtype_in, "dtype_out": p.dtype_out}
+        p, s = self.problem, self.settings
+        return {**report.machine(fingerprint), "M": p.M, "N": p.N, "K": p.K, "dtype_in": p.dtype_in,
+                "dtype_out": p.dtype_out, "arch": s.arch,
+                "tolerance": f"{relative_tolerance(s.tolerance, s.tolerance_per_sqrt_k, p.K):.2g}",
+                "compile": " ".join(["nvcc -cubin", *gencode(s.arch), *s.nvcc_flags])}
+
+    def brief(self, fingerprint: dict) -> str:
+        return report.brief(self.prompt_facts(fingerprint)).rstrip("\n")
+
+    def hardware(self, fingerprint: dict, history) -> str:
+        return report.hardware(self.prompt_facts(fingerprint), history).rstrip("\n")
+
+    def prompt_profile(self, seq: int, profile: dict) -> str:
+        return report.prompt_profile(seq, profile)
 
     @classmethod
     def doctor(cls, campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:

@@ -72,8 +72,8 @@ class Builder:
         key = self.key(source)
         report = self.cache.get(key)
         if report is not None:
-            if report.ok and report.has_hgmma is None and cuobjdump(self.nvcc):  # built where it was missing
-                report.has_hgmma = self._has_hgmma(Path(report.artifact))
+            if report.ok and report.facts.get("has_hgmma") is None and cuobjdump(self.nvcc):  # built without it
+                report.facts["has_hgmma"] = self._has_hgmma(Path(report.artifact))
                 self.cache.update(key, report)
             return report
         work = self.cache.workdir(key)
@@ -93,7 +93,7 @@ class Builder:
         if report.ok:
             for k, v in parse_ptxas(report.log, entry).items():
                 setattr(report, k, v)
-            report.has_hgmma = self._has_hgmma(work / "kernel.cubin")
+            report.facts["has_hgmma"] = self._has_hgmma(work / "kernel.cubin")
         return self.cache.put(key, report, work)
 
     def _has_hgmma(self, cubin: Path) -> bool | None:

@@ -1,0 +1,63 @@
+"""Recorded runs as the commands name and open them: `RUN` or `RUN/SEQ`, and a run's campaign (with any
+`--set` overrides), fingerprint and harness, read back from the store in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autodiscovery import AutoDiscoveryError, registry
+from autodiscovery.campaign import DEFAULT_HARNESS, Campaign, apply_override, validate
+from autodiscovery.store import Run, Store
+
+
+class RefError(AutoDiscoveryError):
+    pass
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A recorded run, or one of its candidates."""
+
+    run: int
+    seq: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.run}" if self.seq is None else f"{self.run}/{self.seq}"
+
+
+def parse(text: str, what: str = "", seq: str = "optional") -> Ref:
+    """`RUN` or `RUN/SEQ`; `seq` is 'optional', 'required' (RUN/SEQ only) or 'none' (RUN only). An
+    error names `what` asked for it (an option, a command)."""
+    run, slash, number = str(text).strip().partition("/")
+    ok = run.isdigit() and (number.isdigit() if slash else True)
+    forms = {"optional": "RUN or RUN/SEQ (e.g. 3 or 3/7)", "required": "RUN/SEQ (e.g. 3/7)", "none": "RUN (e.g. 3)"}
+    if not ok or (seq == "required" and not slash) or (seq == "none" and slash):
+        prefix = f"{what} " if what else ""
+        raise RefError(f"{prefix}'{text}' is not {forms[seq]}")
+    return Ref(int(run), int(number) if slash else None)
+
+
+@dataclass
+class Recorded:
+    """A run as it was recorded: its config (overrides applied), campaign, fingerprint, harness class."""
+
+    run_id: int
+    config: dict
+    fingerprint: dict
+    campaign: Campaign
+    harness: type
+
+
+def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] = ()) -> Recorded:
+    """Run `run_id` of this database, its campaign validated with `overrides` on top (they are named in
+    any error they cause)."""
+    with store.session() as s:
+        run = Run.find(s, run_id)
+        if run is None:
+            raise RefError(f"no run {run_id} in this database")
+        config, fingerprint = dict(run.config), dict(run.fingerprint)
+    for assignment in overrides:
+        apply_override(config, assignment)
+    campaign = validate(config, f"run {run_id} config", overrides)
+    harness = registry.harness(config.get("harness", {}).get("name", DEFAULT_HARNESS))
+    return Recorded(run_id, config, fingerprint, campaign, harness)
