@@ -17,7 +17,7 @@ from autodiscovery.agents.client import LlmError
 from autodiscovery.agents.llm import LlmAgent
 from autodiscovery.agents.programs import Draw, Entry, Programs
 from autodiscovery.agents.prompting import tokens
-from autodiscovery.interfaces import HarnessBase, History, Record
+from autodiscovery.interfaces import History, Record
 from harnesses.hopper_gemm import HopperGemmHarness
 
 GEMM = HopperGemmHarness.objective
