@@ -77,8 +77,8 @@ class Budget(Strict):
 
 class StopRules(Strict):
     target: float | None = Field(None, gt=0)
-    """Stop once the incumbent reaches this, in the harness's objective (× cuBLAS at or above it;
-    cycles at or below it); none: no target."""
+    """Stop once the incumbent reaches this, in the harness's objective (at or above it where higher is
+    better, at or below it where lower is); none: no target."""
     patience: int = Field(20, ge=1)
     """Stop after this many evaluated candidates in a row without a keep."""
     min_gain: float = Field(0.01, ge=0)

@@ -1,8 +1,10 @@
-"""A third harness, kept outside the project's packages: the run time of a Python function.
+"""A third harness and agent, kept outside the project's packages: the run time of a Python function.
 
 It is named in a campaign as `harness: {name: "toy_harness:ToyHarness"}` (and its agent as
-`agent: {kind: "toy_harness:ToyAgent"}`), with nothing of it in the core: the candidates are Python
-functions `total(xs)` that must return `sum(xs)`; the objective is microseconds, fewer is better.
+`agent: {kind: "toy_harness:ToyAgent"}`, with its settings in `agent.toy`), with nothing of it in the
+core: the candidates are Python functions `total(xs)` that must return `sum(xs)`; the objective is
+milliseconds per call, fewer is better, with an interval; the harness adds a column (calls a second),
+a report section (each measurement's timed calls) with its chart, and its own build fact.
 """
 
 from __future__ import annotations
@@ -13,20 +15,17 @@ import random
 import statistics
 import time
 
+from pydantic import Field
+
 from autodiscovery.campaign import Strict
-from autodiscovery.interfaces import (
-    AgentBase,
-    HarnessBase,
-    Objective,
-    Outcome,
-    Proposal,
-)
+from autodiscovery.interfaces import AgentBase, Chart, Column, HarnessBase, Objective, Outcome, Proposal, Section
+from autodiscovery.store import Store
 from autodiscovery.toolkit.build import BuildReport
 
 
 class ToySettings(Strict):
     name: str = "toy_harness:ToyHarness"
-    length: int = 2000
+    length: int = 20000
     """Items in the list each call sums."""
     repeats: int = 30
     """Timed calls per measurement; the median is the score."""
@@ -41,26 +40,48 @@ VARIANTS = {
 }
 
 
+class ToyAgentSettings(Strict):
+    """`agent.toy`: which variants the toy agent proposes, in order."""
+
+    variants: list[str] = Field(default_factory=lambda: list(VARIANTS))
+
+
 class ToyAgent(AgentBase):
     name = "toy"
     batch = 2
+    Settings = ToyAgentSettings
+
+    @classmethod
+    def check(cls, settings: ToyAgentSettings) -> None:
+        unknown = [v for v in settings.variants if v not in VARIANTS]
+        if unknown:
+            raise ValueError(f"variants: no variant named {', '.join(unknown)} (there are {', '.join(VARIANTS)})")
 
     def __init__(self, campaign) -> None:
-        self.campaign = campaign
+        self.variants = campaign.agent.of(ToyAgent).variants
 
     def seed_proposal(self, campaign) -> Proposal:
         return Proposal("The seed: a plain loop.", VARIANTS["while"], "seed", "while")
 
     def propose(self, history, n):
         tried = {r.family for r in history.records}
-        return [Proposal(f"Sum with {name}.", src, "toy", name) for name, src in VARIANTS.items()
+        return [Proposal(f"Sum with {name}.", VARIANTS[name], "toy", name) for name in self.variants
                 if name not in tried][:n]
+
+
+def _calls_per_s(metrics: dict, _build: dict) -> float | None:
+    return 1e3 / metrics["ms"] if metrics.get("ms") else None
 
 
 class ToyHarness(HarnessBase):
     name = "toy"
     Settings = ToySettings
-    objective = Objective("µs", higher_is_better=False, path=("us",), spec=".1f", joiner=" ")
+    objective = Objective("ms", higher_is_better=False, path=("ms",), spec=".4f", joiner=" ",
+                          interval=(("ms_low",), ("ms_high",)), noise=0.5)
+    columns = (Column("calls_per_s", "calls/s", _calls_per_s, ".0f",
+                      frozenset({"live", "candidates", "lineage", "diff", "measure", "replay", "report", "summary"})),
+               Column("bytecode", "bytecode B", lambda m, b: b.get("bytecode_bytes"), "d",
+                      frozenset({"candidates", "lineage"}), after=True))
 
     def __init__(self, campaign) -> None:
         self.s = campaign.harness
@@ -74,35 +95,66 @@ class ToyHarness(HarnessBase):
     def build(self, source: str) -> BuildReport:
         key = hashlib.sha256(source.encode()).hexdigest()
         try:
-            compile(source, "candidate.py", "exec")
+            code = compile(source, "candidate.py", "exec")
         except SyntaxError as exc:
             return BuildReport(ok=False, cache_key=key, compiler="python", log=f"SyntaxError: {exc}")
-        return BuildReport(ok=True, cache_key=key, compiler="python", artifact=source)
+        return BuildReport(ok=True, cache_key=key, compiler="python", artifact=source,
+                           facts={"bytecode_bytes": len(next(c for c in code.co_consts if hasattr(c, "co_code")).co_code)})
 
     def _function(self, build: BuildReport):
         scope: dict = {}
         exec(build.artifact, scope)
         return scope["total"]
 
-    def _time(self, fn, xs) -> float:
+    def _times(self, fn, xs) -> list[float]:
         times = []
         for _ in range(self.s.repeats):
             t = time.perf_counter()
             fn(xs)
-            times.append(time.perf_counter() - t)
-        return statistics.median(times) * 1e6
+            times.append((time.perf_counter() - t) * 1e3)
+        return sorted(times)
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         fn = self._function(build)
         xs = [random.random() for _ in range(self.s.length)]
         if abs(fn(xs) - sum(xs)) > 1e-9 * self.s.length:
             return Outcome("incorrect", log="total(xs) differs from sum(xs)")
-        us = self._time(fn, xs)
-        return Outcome("ok", {"us": us}, "", 0.0, "cpu", score=us)
+        times = self._times(fn, xs)
+        ms = statistics.median(times)
+        q = len(times) // 4
+        metrics = {"ms": ms, "ms_low": times[q], "ms_high": times[-1 - q], "calls": times}
+        return Outcome("ok", metrics, "", 0.0, "cpu", score=ms)
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
         a, b = self._function(challenger[1]), self._function(incumbent[1])
         xs = [random.random() for _ in range(self.s.length)]
-        ratios = sorted(self._time(b, xs) / self._time(a, xs) for _ in range(5))
+        ratios = sorted(statistics.median(self._times(b, xs)) / statistics.median(self._times(a, xs)) for _ in range(5))
         r = ratios[2]
         return Outcome("ok", {"ratio": {"median": r, "ci_low": ratios[0], "ci_high": ratios[-1]}}, "", 0.0, "cpu")
+
+    # ---- what it adds to the reports ------------------------------------------------------------
+    @staticmethod
+    def summary_data(store: Store, run_id: int) -> dict | None:
+        from autodiscovery.review import report
+
+        rows = [c for c in report.show_run(store, run_id)["candidates"] if c["score"] is not None]
+        return {"timed": [{"seq": c["seq"], "family": c["family"], "ms": c["score"]} for c in rows]}
+
+    @staticmethod
+    def summary(run_id: int, data: dict) -> list[Section]:
+        rows = [[f"#{t['seq']}", t["family"], f"{t['ms']:.4f}"] for t in data["timed"]]
+        return [Section("toy-timed", f"every variant timed in run {run_id}", ["#", "variant", "ms a call"], rows,
+                        caption="the median of the timed calls", chart="toy-timed")]
+
+    @staticmethod
+    def charts(data: dict) -> list[Chart]:
+        from autodiscovery.review.charts import KEPT, pyplot
+
+        timed = (data.get("harness") or {}).get("timed") or []
+        if not timed:
+            return []
+        fig, ax = pyplot().subplots(figsize=(6, 2.6))
+        ax.barh([t["family"] for t in timed], [t["ms"] for t in timed], color=KEPT, gid="toy-bars")
+        ax.set_xlabel("ms a call")
+        ax.set_title("each variant, timed")
+        return [Chart("toy-timed", fig)]

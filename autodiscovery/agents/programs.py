@@ -42,7 +42,7 @@ FLOOR = 0.02
 class Programs:
     entries: list[Entry] = field(default_factory=list)
     higher: bool = True
-    """Whether a higher score is better (× cuBLAS) or a lower one (cycles)."""
+    """Whether a higher score is better (a speed-up) or a lower one (a time, a count)."""
 
     @classmethod
     def of(cls, history: History, near: float = 0.03, recent: int = 12, near_misses: int = 3) -> Programs:
