@@ -7,7 +7,11 @@ import ctypes
 import math
 import os
 import signal
+import subprocess
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -31,3 +35,39 @@ def tethered(deadline_s: float | None) -> Callable[[], None]:
             signal.alarm(max(1, math.ceil(deadline_s)))
 
     return preexec
+
+
+@dataclass
+class Finished:
+    """How a child ended: its exit code (None when it was killed at its time limit), what it printed
+    (stdout and stderr together), how long it ran."""
+
+    returncode: int | None
+    output: str
+    seconds: float
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_child(cmd: list[str], cwd: str | Path, env: dict[str, str], timeout_s: float,
+              grace_s: float = 60.0) -> Finished:
+    """Run a command in a process group of its own, tethered to this process (it dies with it, and by
+    itself `grace_s` after the limit should this process never kill it), and killed whole at `timeout_s`;
+    if this process is interrupted meanwhile, the child's group is killed before the interruption goes on."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            errors="replace", start_new_session=True, preexec_fn=tethered(timeout_s + grace_s))
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        code = None
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return Finished(code, output or "", round(time.perf_counter() - start, 3))

@@ -13,8 +13,6 @@ import hashlib
 import os
 import re
 import shutil
-import signal
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,9 +20,11 @@ from pathlib import Path
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome
+from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
-from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key, parse_ptxas
-from autodiscovery.toolkit.proc import tethered
+from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
+from autodiscovery.toolkit.nvcc import release as nvcc_release
+from autodiscovery.toolkit.proc import run_child
 from harnesses.accelsim import data, report, simlog, tools
 from harnesses.accelsim.arch import (
     ArchError,
@@ -124,7 +124,7 @@ class AccelsimHarness(HarnessBase):
         return {"simulator": "accel-sim (trace)" if self.s.traces else "gpgpu-sim (ptx)", "gpu": "simulated",
                 "gpgpusim_root": self.root, "base_config": self.base_config or tools.RENDERED,
                 "simulator_build": simulator_id(self.accelsim if self.s.traces else self.libcudart),
-                "nvcc": self.nvcc, "nvcc_release": tools.nvcc_release(self.nvcc)}
+                "nvcc": self.nvcc, "nvcc_release": nvcc_release(self.nvcc)}
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Architecture:
@@ -137,32 +137,16 @@ class AccelsimHarness(HarnessBase):
 
     def build(self, source: str) -> BuildReport:
         program, _ = split(source) if "@arch" in source else (source, None)
-        if (why := sandbox.refusal(program, sandbox.HOST_HEADERS)) is not None:
+        if (why := sandbox.refusal(program, sandbox.HOST_HEADERS)) is not None:  # before looking for a compiler
             return BuildReport(ok=False, cache_key="", log=f"refused before compiling: {why}")
         nvcc = getattr(self, "nvcc", None) or tools.find_nvcc11(self.s).path
         if nvcc is None:
             return BuildReport(ok=False, cache_key="", log="CUDA 11 nvcc not found")
         flags = [*self.s.nvcc_flags, "-Xptxas", "-v"]
-        key = build_key(program, nvcc, tools.nvcc_release(nvcc) or "", *flags)
-        if (report := self.cache.get(key)) is not None:
-            return report
-        work = self.cache.workdir(key)
-        (work / "program.cu").write_text(program)
-        env = sandbox.build_env(str(Path(nvcc).parent))
-        report = BuildReport(ok=False, cache_key=key, compiler=f"nvcc {tools.nvcc_release(nvcc)}", flags=flags)
-        start = time.perf_counter()
-        try:
-            proc = subprocess.run([nvcc, *flags, "-o", "program", "program.cu"], cwd=work, capture_output=True,
-                                  text=True, timeout=600, env=env)
-            report.ok = proc.returncode == 0
-            report.log = sandbox.own_diagnostics((proc.stdout + proc.stderr).strip(), "program.cu")
-        except subprocess.TimeoutExpired:
-            report.log, report.timed_out = "nvcc did not finish within 600 s", True
-        report.seconds = round(time.perf_counter() - start, 3)
-        if report.ok:
-            for k, v in parse_ptxas(report.log, None).items():
-                setattr(report, k, v)
-        return self.cache.put(key, report, work)
+        release = nvcc_release(nvcc) or ""
+        return toolkit_nvcc.build(self.cache, build_key(program, nvcc, release, *flags), program, nvcc, flags,
+                                  name="program.cu", artifact="program", compiler=f"nvcc {release}", timeout_s=600,
+                                  headers=sandbox.HOST_HEADERS)
 
     # ---- simulations ------------------------------------------------------------------------------
     def command(self, build: BuildReport, run_dir: Path) -> list[str]:
@@ -238,19 +222,10 @@ class AccelsimHarness(HarnessBase):
     def _run(self, cmd: list[str], cwd: Path, env: dict) -> tuple[int | None, str]:
         # Unbuffered: a program that aborts keeps its last words (the reason) in the log.
         unbuffered = ["stdbuf", "-o0", "-e0"] if shutil.which("stdbuf") else []
-        proc = subprocess.Popen([*unbuffered, *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", start_new_session=True,
-                                preexec_fn=tethered(self.s.timeout_s + 60))
-        try:
-            out, _ = proc.communicate(timeout=self.s.timeout_s)
-            return proc.returncode, out
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            return None, (out or "") + f"\nkilled after {self.s.timeout_s:g} s"
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
+        done = run_child([*unbuffered, *cmd], cwd, env, self.s.timeout_s)
+        if done.timed_out:
+            return None, done.output + f"\nkilled after {self.s.timeout_s:g} s"
+        return done.returncode, done.output
 
     def _outcome(self, rc: int | None, log: str, arch: Architecture, values: dict, seconds: float,
                  check: str | None) -> Outcome:

@@ -84,8 +84,8 @@ class CodesignAgent(AgentBase):
         s = campaign.agent.of(CodesignAgent)
         data = yaml.safe_load((SEARCH_SPACES / s.space / "space.yaml").read_text())
         self.kernel = Family.model_validate(data["kernel"])
-        self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture",
-                                           "template": "-", **data["arch"]})
+        self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture", "template": "-",
+                                           "default": Architecture().model_dump(), **data["arch"]})
         self.templates = SEEDS / s.space
         self.phases, self.seed = s.phases, s.seed
         p = campaign.problem

@@ -9,6 +9,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from autodiscovery import AutoDiscoveryError
+from harnesses.accelsim.platform import STOCK
+
+_STOCK = STOCK.options()
+"""The stock part's option values: each knob's default is its option's."""
 
 ARCH_RE = re.compile(r"/\*\s*@arch\b(.*?)\*/\s*", re.S)
 
@@ -18,24 +22,25 @@ class ArchError(AutoDiscoveryError):
 
 
 class Architecture(BaseModel):
-    """A 32-SM A100-class GPU as GPGPU-Sim models it; every field maps to one config option."""
+    """A 32-SM A100-class GPU as GPGPU-Sim models it; every field maps to one config option, and its
+    default is that option's value in the platform model (`platform.STOCK`): the stock part."""
 
     model_config = ConfigDict(extra="forbid")
-    scheduler: Literal["lrr", "gto", "two_level_active"] = "lrr"
+    scheduler: Literal["lrr", "gto", "two_level_active"] = _STOCK["-gpgpu_scheduler"]
     """Warp scheduler (-gpgpu_scheduler)."""
-    dram_latency: int = Field(190, ge=1, le=2000)
+    dram_latency: int = Field(int(_STOCK["-dram_latency"]), ge=1, le=2000)
     """DRAM latency in cycles (-dram_latency)."""
-    l2_rop_latency: int = Field(200, ge=1, le=2000)
+    l2_rop_latency: int = Field(int(_STOCK["-gpgpu_l2_rop_latency"]), ge=1, le=2000)
     """L2 raster-op queue latency (-gpgpu_l2_rop_latency)."""
-    shmem_banks: Literal[16, 32, 64] = 32
+    shmem_banks: Literal[16, 32, 64] = int(_STOCK["-gpgpu_shmem_num_banks"])
     """Shared-memory banks per SM (-gpgpu_shmem_num_banks)."""
-    tensor_latency: int = Field(25, ge=1, le=512)
+    tensor_latency: int = Field(int(_STOCK["-ptx_opcode_latency_tesnor"]), ge=1, le=512)
     """Tensor-core instruction latency (-ptx_opcode_latency_tesnor, the simulator's spelling)."""
-    tensor_initiation: int = Field(16, ge=1, le=512)
+    tensor_initiation: int = Field(int(_STOCK["-ptx_opcode_initiation_tensor"]), ge=1, le=512)
     """Tensor-core initiation interval (-ptx_opcode_initiation_tensor)."""
-    registers_per_sm: int = Field(65536, ge=16384, le=262144)
+    registers_per_sm: int = Field(int(_STOCK["-gpgpu_shader_registers"]), ge=16384, le=262144)
     """Registers per SM (-gpgpu_shader_registers)."""
-    sms: int = Field(32, ge=1, le=256)
+    sms: int = Field(int(_STOCK["-gpgpu_n_clusters"]), ge=1, le=256)
     """SMs: clusters of one core each (-gpgpu_n_clusters, -gpgpu_n_cores_per_cluster 1)."""
 
     @model_validator(mode="after")

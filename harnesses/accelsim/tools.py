@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
+from autodiscovery.toolkit.nvcc import release
 from harnesses.accelsim.settings import Settings as AccelsimSettings
 
 
@@ -24,23 +22,13 @@ class Found:
         return self.path is not None
 
 
-@cache
-def nvcc_release(nvcc: str) -> str | None:
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    m = re.search(r"release (\d+\.\d+)", out)
-    return m.group(1) if m else None
-
-
 def find_nvcc11(s: AccelsimSettings) -> Found:
     hint = "set AUTODISCOVERY_CUDA11_NVCC (or harness.nvcc) to a CUDA 11.x nvcc, e.g. Debian's nvidia-cuda-toolkit 11.8"
     candidates = [s.nvcc, os.environ.get("AUTODISCOVERY_CUDA11_NVCC")]
     for folder in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/bin", "/usr/local/cuda-11.8/bin"]:
         candidates.append(str(Path(folder) / "nvcc"))
     for c in candidates:
-        if c and Path(c).is_file() and (nvcc_release(c) or "").startswith("11."):
+        if c and Path(c).is_file() and (release(c) or "").startswith("11."):
             return Found("CUDA 11 nvcc", c, hint)
     return Found("CUDA 11 nvcc", None, hint)
 

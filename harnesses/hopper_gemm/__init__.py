@@ -10,26 +10,23 @@ import ctypes
 import json
 import os
 import queue
-import signal
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import sandbox
-from autodiscovery.toolkit.proc import tethered
+from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line
+from harnesses.hopper_gemm import report
 from harnesses.hopper_gemm.build import (
     Builder,
     BuildReport,
     ToolchainError,
     nvcc_version,
 )
-from harnesses.hopper_gemm import report
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 from harnesses.hopper_gemm.settings import Problem, Settings, relative_tolerance
 
@@ -372,7 +369,6 @@ class HopperGemmHarness(HarnessBase):
 
     def _child(self, job: dict, timeout_s: float, prefix: list[str] = (), gpu: int | None = None) -> Outcome:
         """One evaluation child, pinned to `gpu` (an index among the GPUs this process sees) if given."""
-        start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
@@ -380,25 +376,16 @@ class HopperGemmHarness(HarnessBase):
             if gpu is not None:
                 visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
                 env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
-            proc = subprocess.Popen(
-                [*prefix, sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(result_file)],
-                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                start_new_session=True, preexec_fn=tethered(timeout_s + 30),
-            )
-            try:
-                output, _ = proc.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                output, _ = proc.communicate()
-                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(output)}",
-                               seconds=round(time.perf_counter() - start, 3), device=self._where(gpu))
-            except BaseException:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                raise
-            seconds = round(time.perf_counter() - start, 3)
+            done = run_child([*prefix, sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file),
+                              str(result_file)], ROOT, env, timeout_s, grace_s=30)
+            seconds = done.seconds
+            if done.timed_out:
+                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(done.output)}",
+                               seconds=seconds, device=self._where(gpu))
+            output = done.output
             if not result_file.exists():
-                why = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+                code = done.returncode
+                why = f"signal {-code}" if code < 0 else f"exit code {code}"
                 return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(output)}",
                                seconds=seconds, device=self._where(gpu))
             result = json.loads(result_file.read_text())

@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
-import time
 from functools import cache
 from pathlib import Path
 
-from autodiscovery import AutoDiscoveryError
-from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key, parse_ptxas
+from autodiscovery.toolkit.nvcc import ToolchainError
+from autodiscovery.toolkit.nvcc import version as nvcc_version
 
 __all__ = ["Builder", "BuildReport", "ToolchainError", "cuobjdump", "gencode", "nvcc_version", "parse_ptxas"]
-
-
-class ToolchainError(AutoDiscoveryError):
-    pass
-
-
-@cache
-def nvcc_version(nvcc: str) -> str:
-    exe = shutil.which(nvcc)
-    if exe is None:
-        raise ToolchainError(f"nvcc not found ('{nvcc}' is not on PATH): install the CUDA toolkit 12.8+")
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
-    m = re.search(r"release ([\d.]+), V([\d.]+)", out)
-    return f"nvcc {m.group(2)}" if m else out.strip().splitlines()[-1]
 
 
 @cache
@@ -67,34 +52,15 @@ class Builder:
         return build_key(source, self.compiler, " ".join(self.all_flags()), self.arch)
 
     def build(self, source: str, entry: str | None = None) -> BuildReport:
-        if (why := sandbox.refusal(source)) is not None:  # never compiled, whoever asks
-            return BuildReport(ok=False, cache_key="", log=f"refused before compiling: {why}")
         key = self.key(source)
-        report = self.cache.get(key)
-        if report is not None:
-            if report.ok and report.facts.get("has_hgmma") is None and cuobjdump(self.nvcc):  # built without it
-                report.facts["has_hgmma"] = self._has_hgmma(Path(report.artifact))
-                self.cache.update(key, report)
-            return report
-        work = self.cache.workdir(key)
-        (work / "kernel.cu").write_text(source)
-        cmd = [self.nvcc, *self.all_flags(), "-o", "kernel.cubin", "kernel.cu"]
-        start = time.perf_counter()
-        report = BuildReport(ok=False, cache_key=key, compiler=self.compiler, flags=self.all_flags())
-        try:
-            exe = shutil.which(self.nvcc) or self.nvcc
-            proc = subprocess.run([exe, *cmd[1:]], cwd=work, capture_output=True, text=True, timeout=self.timeout_s,
-                                  env=sandbox.build_env(str(Path(exe).parent)))
-            report.ok = proc.returncode == 0
-            report.log = sandbox.own_diagnostics((proc.stdout + proc.stderr).strip(), "kernel.cu")
-        except subprocess.TimeoutExpired:
-            report.log, report.timed_out = f"nvcc did not finish within {self.timeout_s:.0f} s", True
-        report.seconds = round(time.perf_counter() - start, 3)
-        if report.ok:
-            for k, v in parse_ptxas(report.log, entry).items():
-                setattr(report, k, v)
-            report.facts["has_hgmma"] = self._has_hgmma(work / "kernel.cubin")
-        return self.cache.put(key, report, work)
+        report = toolkit_nvcc.build(self.cache, key, source, self.nvcc, self.all_flags(), name="kernel.cu",
+                                    artifact="kernel.cubin", compiler=self.compiler, entry=entry,
+                                    timeout_s=self.timeout_s,
+                                    inspect=lambda cubin: {"has_hgmma": self._has_hgmma(cubin)})
+        if report.cached and report.ok and report.facts.get("has_hgmma") is None and cuobjdump(self.nvcc):
+            report.facts["has_hgmma"] = self._has_hgmma(Path(report.artifact))  # built where it was missing
+            self.cache.update(key, report)
+        return report
 
     def _has_hgmma(self, cubin: Path) -> bool | None:
         tool = cuobjdump(self.nvcc)
