@@ -206,9 +206,16 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     from autodiscovery.agents.programs import Entry, Programs
     from autodiscovery.running.ledger import Ledger
 
-    recorded, _ = origin(store, ref, "prompt")
-    run_id, seq = (int(x) for x in recorded.config.pop("origin").split("/"))
-    recorded = open_run(store, run_id, overrides)
+    at = parse(ref, "prompt")
+    recorded = open_run(store, at.run, overrides)
+    run_id = at.run
+    with store.session() as s:
+        run = Run.find(s, run_id)
+        cand = Candidate.by_seq(s, run_id, at.seq) if at.seq is not None else run.best
+        if cand is None:
+            raise RefError(f"prompt {ref}: run {run_id} has "
+                           f"{f'no candidate #{at.seq}' if at.seq is not None else 'no best yet'}")
+        seq = cand.seq
     campaign = recorded.campaign
     harness = harness or recorded.harness(campaign)
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
