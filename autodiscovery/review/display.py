@@ -141,8 +141,10 @@ def runs_table(rows: list[dict]) -> Table:
 def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Table:
     objective = harness.objective
     t = Table(title=f"lineage of run {run_id}: the kept chain from the seed to the best")
+    compiled = any(r.get("registers") is not None for r in rows)  # compiler facts, where the builds have them
     heads = ["step", "#", "family", "hypothesis", *figure_heads(harness, "lineage", False), objective.name]
-    heads += [*(["CI"] if objective.interval else []), *figure_heads(harness, "lineage", True), "regs", "spills"]
+    heads += [*(["CI"] if objective.interval else []), *figure_heads(harness, "lineage", True),
+              *(["regs", "spills"] if compiled else [])]
     for col in heads:
         t.add_column(col, overflow="fold")
     for i, r in enumerate(rows):
@@ -151,7 +153,8 @@ def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Table:
         ci = [interval(objective, r.get("ci_low"), r.get("ci_high"))] if objective.interval else []
         t.add_row(str(i), where, r["family"] or "", r["hypothesis"],
                   *figure_cells(harness, "lineage", r["figures"], False), r["score_text"], *ci,
-                  *figure_cells(harness, "lineage", r["figures"], True), fmt(r["registers"], "d"), fmt(spills, "d"))
+                  *figure_cells(harness, "lineage", r["figures"], True),
+                  *([fmt(r["registers"], "d"), fmt(spills, "d")] if compiled else []))
     return t
 
 
@@ -190,15 +193,17 @@ def diff_table(data: dict, harness: Any) -> Table:
 
 def candidates_table(rows: list[dict], harness: Any) -> Table:
     t = Table(title="candidates")
+    compiled = any(r.get("registers") is not None for r in rows)
     heads = ["#", "family", "proposer", "status", *figure_heads(harness, "candidates", False),
-             harness.objective.name, *figure_heads(harness, "candidates", True), "regs", "decision"]
+             harness.objective.name, *figure_heads(harness, "candidates", True), *(["regs"] if compiled else []),
+             "decision"]
     for col in heads:
         t.add_column(col, overflow="fold")
     for r in rows:
         t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"],
                   *figure_cells(harness, "candidates", r["figures"], False), r["score_text"],
-                  *figure_cells(harness, "candidates", r["figures"], True), fmt(r["registers"], "d"),
-                  (r["decision"] or "")[:80])
+                  *figure_cells(harness, "candidates", r["figures"], True),
+                  *([fmt(r["registers"], "d")] if compiled else []), (r["decision"] or "")[:80])
     return t
 
 

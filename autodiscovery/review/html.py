@@ -94,7 +94,8 @@ def collect(store: Store, run_id: int) -> dict:
             "tally": report.tally_text(run), "best_summary": report.summary_text(harness, best or {}),
             "columns": [{"key": c.key, "label": c.label, "spec": c.spec, "note": c.note}
                         for c in columns(harness, "report")],
-            "steps": steps, "best_measurement": measurement, "harness": extra, "tables": tables}
+            "steps": steps, "best_measurement": measurement, "harness": extra, "tables": tables,
+            "registers": any(r.get("registers") is not None for r in chain)}
 
 
 def figures(data: dict, harness: type) -> Figures:
@@ -115,7 +116,9 @@ def figures(data: dict, harness: type) -> Figures:
     low = min((c["score"] for c in scored), default=1.0)
     high = max((c["score"] for c in scored), default=1.0)
     log = low > 0 and high / low > 50
-    floor = low / 2 if log else low - 0.05 * (high - low or 1)
+    # Failures are drawn beyond the worst score: at the bottom where higher is better, at the top where lower is.
+    floor = (low / 2 if log else low - 0.05 * (high - low or 1)) if higher else \
+        (high * 2 if log else high + 0.05 * (high - low or 1))
     best_x, best_y, best, best_c = [], [], None, None
     for c in sorted(scored, key=lambda c: c["seq"]):
         if c.get("verdict") == "keep" and (best is None or (c["score"] > best if higher else c["score"] < best)):
@@ -124,7 +127,7 @@ def figures(data: dict, harness: type) -> Figures:
             best_x.append(c["seq"])
             best_y.append(best)
     band = _near_best(scored, best, higher, reference)
-    if band and _share(band, (low, high), log) < NEAR_SHARE:
+    if band and band[0] < band[1] and _share(band, (low, high), log) < NEAR_SHARE:
         fig, (ax, near) = plt.subplots(2, 1, figsize=(9, 5.6), sharex=True,
                                        gridspec_kw={"height_ratios": [2, 3], "hspace": 0.3})
     else:
@@ -172,7 +175,7 @@ def figures(data: dict, harness: type) -> Figures:
         near.set_xlabel("candidate")
     else:
         ax.set_xlabel("candidate")
-    legend(ax, loc="lower right" if higher else "upper right", fontsize=8, frameon=False)
+    legend(ax, loc="lower right" if higher else "center right", fontsize=8, frameon=False)
     figs.figs["progress"] = fig
 
     # ---- the lineage by step, in the objective -------------------------------------------------------
