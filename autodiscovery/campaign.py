@@ -31,6 +31,10 @@ class ProblemBase(Strict):
         """The problem in a few characters for titles ('4096×4096×4096'); '' says nothing."""
         return ""
 
+    def names(self) -> dict[str, int]:
+        """The problem's sizes by name: what a search space's constraints may use."""
+        return {}
+
 
 class AgentSettings(BaseModel):
     """The `agent:` section: which agent proposes (`kind`), and each agent's own settings in a section

@@ -322,6 +322,12 @@ class HarnessBase:
     simulator), unless it is told to go on with another (`--allow-new-toolchain`)."""
 
     @classmethod
+    def for_config(cls, config: dict) -> type:
+        """The harness class as a recorded run's configuration makes it (a settings choice that changes
+        what the objective is, say); by default itself."""
+        return cls
+
+    @classmethod
     def identity(cls, fingerprint: dict) -> dict:
         """The facts of a fingerprint that say where and with what a measurement was made, as `replay`
         compares them (the device under `gpu`, and the toolchain)."""

@@ -13,6 +13,7 @@ from autodiscovery import AutoDiscoveryError
 HARNESSES = {
     "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
     "accelsim": "harnesses.accelsim:AccelsimHarness",
+    "reference": "harnesses.reference:ReferenceHarness",
 }
 AGENTS = {
     "search": "autodiscovery.agents.search:SearchAgent",

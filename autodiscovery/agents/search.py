@@ -61,8 +61,7 @@ class SearchAgent(AgentBase):
         self.patience = s.knob_patience
         self.overlap_setting = s.overlap
         self.overlap = bool(s.overlap)
-        p = campaign.problem
-        self.shape = {"M": p.M, "N": p.N, "K": p.K}
+        self.shape = campaign.problem.names()
 
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes

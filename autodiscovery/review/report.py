@@ -37,9 +37,10 @@ class Unknown(HarnessBase):
 def harness_of(run: Run) -> type:
     """The class of the harness that measured a run (`Unknown` if it cannot be loaded here)."""
     try:
-        return registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
+        cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError:
         return Unknown
+    return cls.for_config(run.config) if hasattr(cls, "for_config") else cls
 
 
 def objective_of(run: Run) -> Objective:

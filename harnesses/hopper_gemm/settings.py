@@ -38,6 +38,9 @@ class Problem(ProblemBase):
     def describe(self) -> str:
         return f"{self.M}×{self.N}×{self.K}"
 
+    def names(self) -> dict[str, int]:
+        return {"M": self.M, "N": self.N, "K": self.K}
+
 
 class Settings(Strict):
     """The hopper_gemm harness: BF16 GEMM kernels built for sm_90a, checked and timed against cuBLAS."""

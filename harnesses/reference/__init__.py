@@ -1,0 +1,244 @@
+"""The reference harness: any CUDA op, checked and timed against the user's PyTorch module.
+
+The problem is a Python file in KernelBench's format (`problem.file`, with `problem.sizes` and
+`problem.dtype` to change it). A candidate is device code with a launch manifest (`manifest.py`): the
+harness allocates every tensor and launches the kernels itself, so no host code of a candidate runs.
+The parent process imports no PyTorch: what the problem is comes from a probe in the evaluation child
+(`worker.py`), kept in the run's fingerprint, and every evaluation runs in a fresh child with a hard
+timeout: the gate on fresh inputs of several distributions, then timing interleaved with the reference
+in PyTorch eager and compiled, every launch checked, a time under the roofline floor refused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery.campaign import Campaign
+from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.toolkit import nvcc as toolkit_nvcc
+from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
+from autodiscovery.toolkit.proc import run_child
+from autodiscovery.toolkit.text import first_line
+from harnesses.reference import manifest, problem, report
+from harnesses.reference.settings import Problem, Settings
+
+__all__ = ["ReferenceHarness", "HarnessError"]
+
+
+class HarnessError(AutoDiscoveryError):
+    pass
+
+
+def _objective(baseline: str) -> Objective:
+    name = {"eager": "PyTorch eager", "compile": "torch.compile"}[baseline]
+    return Objective(f"× {baseline}", higher_is_better=True, path=("speedup", baseline, "median"), spec=".3f",
+                     interval=(("speedup", baseline, "ci_low"), ("speedup", baseline, "ci_high")),
+                     reference=1.0, reference_name=name, noise=0.03)
+
+
+class ReferenceHarness(HarnessBase):
+    name = "reference"
+    needs_gpu = True
+    Settings = Settings
+    Problem = Problem
+    objective = _objective("eager")
+    columns = report.columns("eager")
+    resumable = ("timeout_s", "build_workers", "cache_dir", "compile")
+    toolchain = ("nvcc", "torch", "cuda_runtime")
+    charts = staticmethod(report.charts)
+
+    @classmethod
+    def for_config(cls, config: dict) -> type:
+        """The harness as a recorded run was measured: its objective is the baseline it chose."""
+        if (config.get("harness") or {}).get("baseline") == "compile":
+            return ReferenceHarnessCompile
+        return cls
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.settings: Settings = campaign.harness
+        self.problem: Problem = campaign.problem
+        if self.settings.baseline != type(self).objective.path[1]:
+            self.objective = _objective(self.settings.baseline)
+            self.columns = report.columns(self.settings.baseline)
+        self.static = problem.read(self.problem.file, self.problem.sizes)
+        self.facts: dict = {"sizes": self.static.sizes, "input_names": self.static.inputs}
+        """What the problem is: its sizes and input names from its text, then everything the probe found."""
+        cache = Path(self.settings.cache_dir)
+        self.cache_dir = cache if cache.is_absolute() else ROOT / cache
+        self.cache = BuildCache(self.cache_dir, "kernel.cubin")
+        self.build_workers = self.settings.build_workers
+        self.sms = 132
+
+    # ---- before anything runs -------------------------------------------------------------
+    def preflight(self, need_gpu: bool = True) -> dict:
+        try:
+            fp: dict = {"nvcc": toolkit_nvcc.version(self.settings.nvcc), "arch": self.settings.arch}
+        except toolkit_nvcc.ToolchainError as exc:
+            raise HarnessError(str(exc)) from None
+        if not need_gpu:
+            return fp
+        try:
+            ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs a GPU "
+                               "with its driver") from None
+        out = self._child({"mode": "probe"}, timeout_s=max(self.settings.timeout_s, 300))
+        if out.status == "problem":
+            raise HarnessError(out.log)
+        if out.status != "ok":
+            why = first_line(out.log) or out.status
+            if "No module named 'torch'" in out.log:
+                why = "PyTorch is not installed where the evaluations run (the reference harness runs the problem's module)"
+            raise HarnessError(f"the problem could not be probed on this machine: {why}")
+        facts = out.metrics
+        machine = {k: facts[k] for k in ("gpu", "sms", "cc", "l2_bytes", "memory_bytes", "smem_per_block",
+                                          "max_sm_clock_mhz", "peak_gbps", "peak_tflops", "torch", "cuda_runtime")}
+        fp |= machine | {"problem": {k: v for k, v in facts.items() if k not in machine}}
+        self.adopt(fp)
+        return fp
+
+    def adopt(self, fingerprint: dict) -> None:
+        if "problem" in fingerprint:
+            machine = {k: fingerprint[k] for k in ("l2_bytes", "smem_per_block", "peak_gbps", "peak_tflops", "gpu")
+                       if k in fingerprint}
+            self.facts = dict(fingerprint["problem"]) | machine
+            self.sms = fingerprint.get("sms", self.sms)
+
+    @staticmethod
+    def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
+        import ctypes.util
+
+        try:
+            nv = toolkit_nvcc.version(campaign.harness.nvcc)
+        except toolkit_nvcc.ToolchainError:
+            nv = None
+        driver = ctypes.util.find_library("cuda")
+        gpu, why = None, "needs nvcc and the driver above"
+        if nv and driver:
+            try:
+                fp = ReferenceHarness(campaign).preflight()
+                gpu = f"{fp['gpu']}, PyTorch {fp['torch']}"
+            except AutoDiscoveryError as exc:
+                why = str(exc)
+        return [("nvcc", nv, "install the CUDA toolkit and put nvcc on PATH", True),
+                ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
+                ("GPU and PyTorch (the problem probed)", gpu, why, True)]
+
+    # ---- static checks and builds -----------------------------------------------------------
+    def check(self, source: str) -> dict:
+        """The candidate's plan for this problem; ManifestError says why not (RefusedSource: it could read
+        the host)."""
+        sandbox.check(source)
+        return manifest.resolve(manifest.parse(source), self.facts, self.sms)
+
+    def build(self, source: str) -> BuildReport:
+        from harnesses.hopper_gemm.build import gencode
+
+        s = self.settings
+        flags = ["-cubin", *gencode(s.arch), *s.nvcc_flags, "-Xptxas", "-v"]
+        compiler = toolkit_nvcc.version(s.nvcc)
+        key = build_key(source, compiler, " ".join(flags), s.arch)
+        return toolkit_nvcc.build(self.cache, key, source, s.nvcc, flags, name="kernel.cu", artifact="kernel.cubin",
+                                  compiler=compiler)
+
+    # ---- measurements ---------------------------------------------------------------------
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        return self._measure("benchmark", {"candidate": (source, build)})
+
+    def head_to_head(self, challenger, incumbent) -> Outcome:
+        return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
+
+    def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
+        """Several kernels in one evaluation process, each gated and timed against the reference."""
+        outcomes: list[Outcome | None] = []
+        runnable = {}
+        for i, (source, build) in enumerate(items):
+            ready = self._ready(source, build)
+            outcomes.append(ready if isinstance(ready, Outcome) else None)
+            if not isinstance(ready, Outcome):
+                runnable[f"step{i}"] = ready
+        if runnable:
+            out = self._child({"mode": "replay", "kernels": runnable}, self.settings.timeout_s * len(runnable))
+            steps = out.metrics.get("steps", {}) if out.status == "ok" else {}
+            for i in range(len(items)):
+                if outcomes[i] is None:
+                    r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
+                    outcomes[i] = self._outcome(r, out.seconds, out.device)
+        return outcomes
+
+    def _ready(self, source: str, build: BuildReport) -> dict | Outcome:
+        if not build.ok or not build.artifact:
+            return Outcome("compile_error", log=build.log)
+        try:
+            return {"cubin": build.artifact, "plan": self.check(source)}
+        except AutoDiscoveryError as exc:
+            return Outcome("rejected", log=str(exc))
+
+    def _measure(self, mode: str, kernels: dict) -> Outcome:
+        specs = {}
+        for name, (source, build) in kernels.items():
+            ready = self._ready(source, build)
+            if isinstance(ready, Outcome):
+                return ready
+            specs[name] = ready
+        out = self._child({"mode": mode, "kernels": specs}, self.settings.timeout_s)
+        return self._outcome({"status": out.status, "metrics": out.metrics, "log": out.log}, out.seconds, out.device)
+
+    def _outcome(self, r: dict, seconds: float, device: str) -> Outcome:
+        metrics = r.get("metrics", {})
+        status = {"problem": "crashed"}.get(r["status"], r["status"])
+        score = self.objective.read(metrics) if status == "ok" else None
+        return Outcome(status, metrics, r.get("log", ""), seconds, metrics.get("device", device), score)
+
+    def _child(self, job: dict, timeout_s: float) -> Outcome:
+        """One evaluation child: the problem, the settings and the facts travel with every job."""
+        p = self.problem
+        job = {"problem": {"path": str(self.static.path), "sizes": self.static.sizes, "dtype": p.dtype},
+               "seed": random.SystemRandom().randrange(2**31), "settings": self.settings.model_dump(mode="json"),
+               "facts": self.facts, **job}
+        with tempfile.TemporaryDirectory(prefix="autodiscovery-ref-") as tmp:
+            job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
+            job_file.write_text(json.dumps(job))
+            env = os.environ | {
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
+                "TRITON_CACHE_DIR": str(self.cache_dir / "triton")}
+            done = run_child([sys.executable, "-m", "harnesses.reference.worker", str(job_file), str(result_file)],
+                             ROOT, env, timeout_s, grace_s=30)
+            if done.timed_out:
+                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(done.output)}",
+                               seconds=done.seconds, device=self.facts.get("gpu", ""))
+            if not result_file.exists():
+                code = done.returncode
+                why = f"signal {-code}" if code < 0 else f"exit code {code}"
+                return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(done.output)}",
+                               seconds=done.seconds, device=self.facts.get("gpu", ""))
+            result = json.loads(result_file.read_text())
+        log = "\n".join(filter(None, [result.get("log", ""), _tail(done.output, 10) if result["status"] != "ok" else ""]))
+        return Outcome(result["status"], result.get("metrics", {}), log, done.seconds, self.facts.get("gpu", ""))
+
+    # ---- what the LLM agent is told ----------------------------------------------------------
+    def brief(self, fingerprint: dict) -> str:
+        return report.brief(self, fingerprint)
+
+    def hardware(self, fingerprint: dict, history) -> str:
+        return report.hardware(self, fingerprint, history)
+
+
+class ReferenceHarnessCompile(ReferenceHarness):
+    """A reference run whose objective is the speed-up over `torch.compile` (harness.baseline compile)."""
+
+    objective = _objective("compile")
+    columns = report.columns("compile")
+
+
+def _tail(text: str | None, lines: int = 40) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])

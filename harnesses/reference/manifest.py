@@ -1,0 +1,193 @@
+"""The launch manifest of a reference candidate, in a leading `/* @manifest ... */` YAML comment.
+
+A candidate is device code only. Its manifest says which kernels run and in what order, each one's
+grid, block and dynamic shared memory as expressions of the problem's sizes, its arguments, the
+outputs it writes (the reference's, in the order `forward` returns them, each with its shape and
+dtype) and any scratch buffers the harness should allocate for it:
+
+    /* @manifest
+    launches:
+      - kernel: row_max                        # an extern "C" __global__ entry point
+        grid: [batch_size, 1, 1]               # integers or expressions of the sizes (and SMS)
+        block: [256, 1, 1]
+        smem: 0                                # dynamic shared memory, bytes (an expression too)
+        args: [x, partial, batch_size, dim]    # tensors by name; a size expression is an int32
+      - kernel: normalize
+        grid: ["cdiv(batch_size * dim, 256)", 1, 1]
+        block: [256, 1, 1]
+        args: [x, partial, out, {i64: "batch_size * dim"}, {f32: 1.0e-5}]
+    outputs: {out: {shape: [batch_size, dim], dtype: float32}}
+    scratch: {partial: {shape: [batch_size], dtype: float32}}
+    requires: ["dim % 4 == 0"]
+    */
+
+Tensor names: the reference's inputs (by `forward`'s parameter names, else input0, input1, ...), its
+parameters and buffers by `state_dict` name, the outputs and scratch buffers the manifest declares.
+A scalar argument is an integer expression (int32), or `{i32|i64: expression}`, `{f32|f64: number}`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.toolkit.expr import ExprError, evaluate
+
+MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
+MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+               "int8": 1, "uint8": 1, "bool": 1}
+SCALARS = ("i32", "i64", "f32", "f64")
+
+Expr = int | str
+
+
+class ManifestError(AutoDiscoveryError):
+    pass
+
+
+class Launch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kernel: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of the extern "C" __global__ entry point."""
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    smem: Expr = 0
+    args: list[str | int | dict[Literal["i32", "i64", "f32", "f64"], Expr | float]]
+
+
+class Tensor(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    shape: list[Expr]
+    dtype: Literal["float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"]
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    launches: list[Launch] = Field(min_length=1)
+    outputs: dict[str, Tensor] = Field(min_length=1)
+    """The reference's outputs, in the order `forward` returns them."""
+    scratch: dict[str, Tensor] = {}
+    requires: list[str] = []
+    """Conditions on the sizes that the kernels need; a problem that fails one is refused."""
+
+
+def parse(source: str) -> Manifest:
+    m = MANIFEST_RE.search(source)
+    if not m:
+        raise ManifestError("no /* @manifest ... */ block found in the kernel source")
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"manifest is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ManifestError("manifest must be a YAML mapping")
+    try:
+        return Manifest.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(p) for p in e["loc"])
+        raise ManifestError(f"manifest {where}: {e['msg']}") from None
+
+
+def _value(expr: Expr, names: dict[str, int], what: str) -> int:
+    try:
+        v = evaluate(expr, names)
+    except ExprError as exc:
+        raise ManifestError(f"{what}: {exc}") from None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ManifestError(f"{what}: '{expr}' is not an integer")
+    return v
+
+
+def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
+    """The manifest made final for one problem: every number evaluated, every name found among the
+    reference's tensors (`facts`: sizes, inputs, params, outputs as the probe found them; before a
+    probe, the sizes and input names alone, and names it cannot know are taken on trust)."""
+    sizes = dict(facts.get("sizes", {}))
+    names = sizes | {"SMS": sms}
+    for cond in manifest.requires:
+        try:
+            ok = evaluate(cond, names)
+        except ExprError as exc:
+            raise ManifestError(f"requires: {exc}") from None
+        if not ok:
+            shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            raise ManifestError(f"this problem ({shown}) does not satisfy the kernel's requires '{cond}'")
+    inputs = [i["name"] for i in facts.get("inputs", [])] or list(facts.get("input_names", []))
+    params = [p["name"] for p in facts.get("params", [])]
+    probed = "outputs" in facts
+    tensors: dict[str, dict] = {}
+    for kind, declared in (("output", manifest.outputs), ("scratch", manifest.scratch)):
+        for name, t in declared.items():
+            if name in inputs or name in params or name in names or name in tensors:
+                raise ManifestError(f"{kind} '{name}' takes a name already in use (an input, a parameter, a size)")
+            shape = [_value(d, names, f"{kind} {name} shape") for d in t.shape]
+            if any(d < 0 for d in shape):
+                raise ManifestError(f"{kind} {name}: negative size in {shape}")
+            tensors[name] = {"name": name, "kind": kind, "shape": shape, "dtype": t.dtype}
+    outputs = [t for t in tensors.values() if t["kind"] == "output"]
+    if probed:
+        ref = facts["outputs"]
+        if len(ref) != len(outputs):
+            raise ManifestError(f"the manifest declares {len(outputs)} output(s), the reference returns {len(ref)}")
+        for mine, theirs in zip(outputs, ref):
+            if (mine["shape"], mine["dtype"]) != (list(theirs["shape"]), theirs["dtype"]):
+                raise ManifestError(f"output '{mine['name']}': the manifest declares {mine['dtype']} {mine['shape']}, "
+                                    f"the reference returns {theirs['dtype']} {list(theirs['shape'])}")
+    known = set(inputs) | set(params) | set(tensors)
+    launches = []
+    for i, launch in enumerate(manifest.launches):
+        where = f"launches[{i}] ({launch.kernel})"
+        grid = [_value(g, names, f"{where} grid") for g in launch.grid]
+        block = [_value(b, names, f"{where} block") for b in launch.block]
+        smem = _value(launch.smem, names, f"{where} smem")
+        if min(grid) < 1 or min(block) < 1:
+            raise ManifestError(f"{where}: grid {grid} and block {block} must be positive")
+        if block[0] * block[1] * block[2] > 1024:
+            raise ManifestError(f"{where}: a block of {block[0] * block[1] * block[2]} threads (at most 1024)")
+        if not 0 <= smem <= MAX_DYNAMIC_SMEM:
+            raise ManifestError(f"{where}: dynamic shared memory {smem} bytes (at most {MAX_DYNAMIC_SMEM})")
+        args = []
+        for arg in launch.args:
+            if isinstance(arg, dict):
+                ((kind, value),) = arg.items()
+                if kind in ("f32", "f64"):
+                    if isinstance(value, bool) or not isinstance(value, (int, float)):
+                        raise ManifestError(f"{where} args: {kind} takes a number, not '{value}'")
+                    args.append([kind, float(value)])
+                else:
+                    args.append([kind, _value(value, names, f"{where} args")])
+            elif isinstance(arg, str) and (arg in known or (not probed and arg not in names and arg.isidentifier()
+                                                           and not _is_expression(arg, names))):
+                args.append(["tensor", arg])
+            else:
+                args.append(["i32", _value(arg, names, f"{where} args")])
+        for kind, v in args:
+            if kind == "i32" and not -2**31 <= v < 2**31:
+                raise ManifestError(f"{where} args: {v} does not fit an int32 (use {{i64: ...}})")
+        launches.append({"kernel": launch.kernel, "grid": grid, "block": block, "smem": smem, "args": args})
+    used = {name for launch in launches for kind, name in launch["args"] if kind == "tensor"}
+    unwritten = [o["name"] for o in outputs if o["name"] not in used]
+    if unwritten:
+        raise ManifestError(f"output(s) {', '.join(unwritten)} are passed to no kernel")
+    return {"launches": launches, "outputs": outputs, "scratch": [t for t in tensors.values() if t["kind"] == "scratch"]}
+
+
+def _is_expression(text: str, names: dict[str, int]) -> bool:
+    try:
+        evaluate(text, names)
+        return True
+    except ExprError:
+        return False
+
+
+def nbytes(t: dict) -> int:
+    n = 1
+    for d in t["shape"]:
+        n *= d
+    return n * DTYPE_BYTES[t["dtype"]]
