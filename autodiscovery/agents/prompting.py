@@ -33,7 +33,7 @@ def score_text(r: Record, harness) -> str:
     """A record's score in the objective, with the harness's prompt figures: '0.877× …, 677.4 TFLOP/s'."""
     if r.score is None:
         return ""
-    figures = [f"{c.text(v)} {c.label}" for c in columns(harness, "prompt")
+    figures = [c.named(v) for c in columns(harness, "prompt")
                if (v := c.value(r.metrics, r.build)) is not None]
     return ", ".join([harness.objective.format(r.score), *figures])
 

@@ -129,7 +129,7 @@ def summary_text(harness: type, row: dict) -> str:
     """A best's score with the harness's summary figures: '1.009× …, 776.2 TFLOP/s'."""
     if row.get("score") is None:
         return "–"
-    extra = [f"{c.text(v)} {c.label}" for c in columns(harness, "summary")
+    extra = [c.named(v) for c in columns(harness, "summary")
              if (v := (row.get("figures") or {}).get(c.key)) is not None]
     return ", ".join([row["score_text"], *extra])
 

@@ -24,11 +24,12 @@ def columns(baseline: str) -> tuple[Column, ...]:
     the problem computes enough to count, % of the roofline, the kernel's time."""
     other = "compile" if baseline == "eager" else "eager"
     return (
-        Column(f"x_{other}", f"× {other}", _speedup(other), ".3f", WIDE),
+        Column(f"x_{other}", f"× {other}", _speedup(other), ".3f", WIDE, joiner=""),
         Column("gbps", "GB/s", lambda m, b: m.get("gbps"), ".0f", WIDE - {"live"}),
         Column("tflops", "TFLOP/s", lambda m, b: m.get("tflops") or None, ".1f",
                frozenset({"measure", "replay", "report"})),
         Column("roofline_pct", "% roofline", lambda m, b: m.get("roofline_pct"), ".1f", WIDE - {"live", "diff"},
+               joiner="",
                note="the least time the problem can take (every byte of its inputs, parameters and outputs once at "
                     "the memory's peak bandwidth, or its FLOPs at the peak rate) over the kernel's"),
         Column("us", "µs", lambda m, b: (m.get("ms") or {}).get("candidate") and m["ms"]["candidate"] * 1e3, ".1f",
