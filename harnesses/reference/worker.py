@@ -309,6 +309,9 @@ class Candidate:
         if static + launch["smem"] > facts["smem_per_block"]:
             raise Refused(f"{launch['kernel']}: {static} B static + {launch['smem']} B dynamic shared memory exceed the "
                           f"{facts['smem_per_block']} B a block may have")
+        for axis, (g, largest) in enumerate(zip(launch["grid"], (2**31 - 1, 65535, 65535))):
+            if g > largest:
+                raise Refused(f"{launch['kernel']}: grid dimension {'xyz'[axis]} = {g} exceeds {largest}")
         if launch["smem"] > 48 * 1024:
             _check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          launch["smem"]))
