@@ -98,7 +98,10 @@ class Problem:
             if self.dtype is not None and x.is_floating_point():
                 x = x.to(self.dtype)
             self.inputs.append({"name": n, "tensor": x.contiguous(), **self._stats(x)})
-        self.params = {k: v for k, v in self.model.state_dict().items() if isinstance(v, torch.Tensor)}
+        named = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
+        self.params = {k: v.detach() for k, v in named.items()}
+        """The module's parameters and buffers (non-persistent ones too), by name: arguments a kernel may
+        take, checked unchanged after every launch."""
 
     def _names(self, n: int) -> list[str]:
         try:
@@ -312,6 +315,9 @@ class Candidate:
         for axis, (g, largest) in enumerate(zip(launch["grid"], (2**31 - 1, 65535, 65535))):
             if g > largest:
                 raise Refused(f"{launch['kernel']}: grid dimension {'xyz'[axis]} = {g} exceeds {largest}")
+        for axis, (b, largest) in enumerate(zip(launch["block"], (1024, 1024, 64))):
+            if b > largest:
+                raise Refused(f"{launch['kernel']}: block dimension {'xyz'[axis]} = {b} exceeds {largest}")
         if launch["smem"] > 48 * 1024:
             _check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          launch["smem"]))
@@ -359,21 +365,36 @@ class Bench:
         self.gen = torch.Generator(device="cuda")
         self.gen.manual_seed(int.from_bytes(os.urandom(6), "little"))
         self.flush = torch.empty(2 * self.facts["l2_bytes"], dtype=torch.uint8, device="cuda")
-        self.params0 = {k: v.clone() for k, v in self.problem.params.items()}
+        # The parameters as they must stay, on the host: no kernel can reach (and rewrite) this copy.
+        self.params0 = {k: v.cpu() for k, v in self.problem.params.items()}
         self.tolerance = {**TOLERANCE_DEFAULT, **self.s.get("tolerance", {})}
         self.compiled = None
         self.checked = 0
         self.worst: dict[str, float] = {}
 
     # one launch, prepared as every launch is --------------------------------------------------
-    def draw(self, dist: str) -> None:
+    def draw(self, dist: str):
+        """Fresh content in the inputs; returns the generator's state before the draw (on the host), from
+        which the same content can be drawn again."""
+        state = self.gen.get_state()
         for spec in self.problem.inputs:
             self.problem.fill(spec["tensor"], spec, dist, self.gen)
+        return state
+
+    def redraw(self, state, dist: str) -> list:
+        """The inputs of a draw made again into new tensors, allocated after the candidate ran: what the
+        inputs must still hold, and what the reference computes on (no copy a kernel could rewrite)."""
+        after = self.gen.get_state()
+        self.gen.set_state(state)
+        tensors = [self.torch.empty_like(i["tensor"]) for i in self.problem.inputs]
+        for t, spec in zip(tensors, self.problem.inputs):
+            self.problem.fill(t, spec, dist, self.gen)
+        self.gen.set_state(after)
+        return tensors
 
     def run_candidate(self, cand: Candidate, dist: str, time_it: bool) -> float | None:
         torch = self.torch
-        self.draw(dist)
-        pristine = [i["tensor"].clone() for i in self.problem.inputs]
+        state = self.draw(dist)
         cand.poison()
         self.flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -381,7 +402,7 @@ class Bench:
         cand()
         end.record()
         torch.cuda.synchronize()
-        self.verify(cand, pristine, dist)
+        self.verify(cand, self.redraw(state, dist), dist)
         return start.elapsed_time(end) if time_it else None
 
     def run_reference(self, which: str, dist: str) -> float:
@@ -398,16 +419,17 @@ class Bench:
         torch.cuda.synchronize()
         return start.elapsed_time(end)
 
-    def verify(self, cand: Candidate, pristine: list, dist: str) -> None:
-        """Inputs and parameters unchanged; every output as the reference computes it, now."""
+    def verify(self, cand: Candidate, drawn: list, dist: str) -> None:
+        """Inputs and parameters unchanged; every output as the reference computes it, now, on the inputs
+        drawn again."""
         torch = self.torch
-        for spec, before in zip(self.problem.inputs, pristine):
-            if not torch.equal(_bits(torch, spec["tensor"]), _bits(torch, before)):
+        for spec, again in zip(self.problem.inputs, drawn):
+            if not torch.equal(_bits(torch, spec["tensor"]), _bits(torch, again)):
                 raise Incorrect(f"input '{spec['name']}' was changed by the kernel ({dist} draw)")
         for k, v in self.problem.params.items():
-            if not torch.equal(_bits(torch, v), _bits(torch, self.params0[k])):
+            if not torch.equal(_bits(torch, v.cpu()), _bits(torch, self.params0[k])):
                 raise Incorrect(f"parameter '{k}' was changed by the kernel")
-        refs = self.problem.forward([i["tensor"] for i in self.problem.inputs])
+        refs = self.problem.forward(drawn)
         for spec, out, ref in zip(cand.plan["outputs"], cand.outputs, refs):
             compare(torch, spec["name"], out, ref, self.tolerance, dist, self.worst)
         self.checked += 1
