@@ -1,4 +1,4 @@
-// expect: incorrect: relative error .* over the float32 tolerance
+// expect: incorrect: relative error .* over the float32 tolerance .*\(normal draw\)
 /* @manifest
 launches:
   - kernel: rowsum
@@ -17,7 +17,9 @@ requires: ["dim % 4 == 0"]
 // it; finding none, it computes. Where the checker runs the reference just before the candidate on
 // the same inputs (as KernelBench does), that block is this very launch's answer, and copying 8 KiB
 // passes every check. Here the reference runs after the launch: what the scan finds is the answer to
-// an earlier draw.
+// an earlier draw. (Seen on an H100 with PyTorch 2.11: the reference's output lies 8 KiB after this
+// kernel's at every launch; the first launch finds only zeros and computes, the second copies the
+// first one's answer.)
 #include <stdint.h>
 #define THREADS 256
 #define WINDOW (64 << 10)
