@@ -11,7 +11,8 @@ def test_shipped_campaign_loads_with_defaults():
     assert (c.problem.M, c.problem.N, c.problem.K) == (4096, 4096, 4096)
     assert c.problem.flops == 2 * 4096**3
     assert c.seed_path().name == "naive.cu" and c.seed_path().is_file()
-    assert [p.stem for p in campaigns.available()] == ["edge-codesign", "hopper-gemm"]
+    assert [p.stem for p in campaigns.available()] == [
+        "bias_gelu", "edge-codesign", "hopper-gemm", "rmsnorm", "softmax", "sum_reduction"]
 
 
 def test_overrides_are_parsed_and_validated():
@@ -74,7 +75,7 @@ def test_broken_files(tmp_path):
     noseed.write_text("name: x\nseed: hopper_gemm/missing.cu\n")
     with pytest.raises(CampaignError, match="seed: file not found"):
         campaigns.load(str(noseed))
-    with pytest.raises(CampaignError, match="unknown campaign .nope. \\(available: edge-codesign, hopper-gemm"):
+    with pytest.raises(CampaignError, match="unknown campaign .nope. \\(available: bias_gelu, edge-codesign, hopper"):
         campaigns.load("nope")
     with pytest.raises(CampaignError, match="campaign file not found"):
         campaigns.load(str(tmp_path / "missing.yaml"))
