@@ -24,21 +24,14 @@ PROBLEM = KERNELS / "problem_rowsum.py"
 HONEST = KERNELS / "honest.cu"
 HOSTILE = sorted((KERNELS / "hostile").glob("*.cu"))
 STATUSES = ("incorrect", "rejected", "crashed", "timeout")
-KNOWN_GAPS = {
-    "grid_too_large.cu": "the evaluation child checks a launch's threads and shared memory against the device, "
-                         "not its grid: cuLaunchKernel fails and the candidate is `crashed` "
-                         "(CUDA_ERROR_INVALID_VALUE), not `rejected`",
-    "zeroes_input_and_its_copy.cu": "the copy the inputs are checked against lies in GPU memory the kernel can "
-                                    "write: zeroing the input and the copy alike passes every check (`ok`, "
-                                    "seen on an H100 with PyTorch 2.11)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 """Kernels the harness does not yet judge as their first line says, and why."""
 
 
 def expectation(kernel: Path) -> tuple[str, str]:
     """The status a hostile kernel must get and the evidence its log must hold, from its first line."""
-    m = re.fullmatch(r"// expect: (\w+): (.+)", kernel.read_text().splitlines()[0])
-    assert m, f"{kernel.name}: the first line must be '// expect: <status>: <regular expression>'"
+    m = re.fullmatch(r"// expect: ([\w|]+): (.+)", kernel.read_text().splitlines()[0])
+    assert m, f"{kernel.name}: the first line must be '// expect: <status>[|<status>]: <regular expression>'"
     return m.group(1), m.group(2)
 
 
@@ -71,7 +64,7 @@ def outcome(h: ReferenceHarness, kernel: Path):
 def test_hostile_kernel_gets_its_status(harness, kernel):
     status, evidence = expectation(kernel)
     out = outcome(harness, kernel)
-    assert out.status == status, f"{kernel.name}: {out.status}: {out.log[:2000]}"
+    assert out.status in status.split("|"), f"{kernel.name}: {out.status}: {out.log[:2000]}"
     assert re.search(evidence, out.log), f"{kernel.name}: no '{evidence}' in its log:\n{out.log[:2000]}"
 
 

@@ -36,7 +36,7 @@ def harness(tmp_path_factory) -> ReferenceHarness:
 
 
 def test_the_suite_has_kernels_of_every_status():
-    assert {expectation(k)[0] for k in HOSTILE} == set(STATUSES)
+    assert {s for k in HOSTILE for s in expectation(k)[0].split("|")} == set(STATUSES)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -46,7 +46,7 @@ def test_kernel_passes_the_sandbox_and_states_its_expectation(kernel):
     manifest.parse(source)
     if kernel != HONEST:
         status, evidence = expectation(kernel)
-        assert status in STATUSES
+        assert set(status.split("|")) <= set(STATUSES)
         re.compile(evidence)
 
 

@@ -80,7 +80,7 @@ def brief(harness, fingerprint: dict) -> str:
     if facts.get("peak_gbps") and "bytes_read" in facts:
         from harnesses.reference.worker import roofline
 
-        floor_us = roofline(facts, 1.0)["floor_ms"] * 1e3
+        floor_us = roofline(facts, 1.0)["roofline_ms"] * 1e3
     return _prompts().get_template("brief.j2").render(
         gpu=fingerprint.get("gpu") or "an NVIDIA H100 or H200 (not probed)", arch=s.arch,
         baseline={"eager": "PyTorch eager", "compile": "torch.compile"}[s.baseline],

@@ -538,16 +538,20 @@ def compare(torch, name: str, out, ref, tolerance: dict, dist: str, worst: dict)
 
 
 def roofline(facts: dict, seconds: float) -> dict:
-    """Achieved bandwidth and rate, the floor no kernel can beat (every byte once at the memory's peak,
-    outputs that fit in L2 not counted as reaching it; every FLOP at the tensor cores' peak), and how
-    close the kernel came to it."""
+    """Achieved bandwidth and rate; the roofline (every byte of the inputs, parameters and outputs once at
+    the memory's peak, or every FLOP at the peak rate of the problem's type, whichever takes longer) and
+    how close the kernel came to it; and the floor no measurement may beat, the roofline with the outputs
+    that fit in L2 not counted as reaching memory (a time under it is a fooled measurement)."""
     moved = facts["bytes_read"] + facts["bytes_written"]
     dram = facts["bytes_read"] + max(0, facts["bytes_written"] - facts["l2_bytes"])
+    bw = facts["peak_gbps"] * 1e9
     peak_flops = facts["peak_tflops"].get(facts.get("compute_dtype", "float32"), facts["peak_tflops"]["float16"])
-    floor = max(dram / (facts["peak_gbps"] * 1e9), facts["flops"] / (peak_flops * 1e12) if peak_flops else 0.0)
-    return {"gbps": moved / seconds / 1e9, "tflops": facts["flops"] / seconds / 1e12, "floor_ms": floor * 1e3,
-            "roofline_pct": 100 * floor / seconds if seconds > 0 else None,
-            "bound": "memory" if dram / (facts["peak_gbps"] * 1e9) >= floor else "compute"}
+    compute = facts["flops"] / (peak_flops * 1e12) if peak_flops else 0.0
+    line = max(moved / bw, compute)
+    return {"gbps": moved / seconds / 1e9, "tflops": facts["flops"] / seconds / 1e12,
+            "roofline_ms": line * 1e3, "floor_ms": max(dram / bw, compute) * 1e3,
+            "roofline_pct": 100 * line / seconds if seconds > 0 else None,
+            "bound": "memory" if moved / bw >= compute else "compute"}
 
 
 def _median(v: list[float]) -> float:

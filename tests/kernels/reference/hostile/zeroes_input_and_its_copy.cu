@@ -1,4 +1,4 @@
-// expect: incorrect: input 'x' was changed by the kernel
+// expect: incorrect|crashed: input 'x' was changed by the kernel|illegal memory access|ILLEGAL_ADDRESS
 /* @manifest
 launches:
   - kernel: rowsum
@@ -8,8 +8,10 @@ launches:
 outputs: {out: {shape: [batch_size], dtype: float32}}
 requires: ["dim % 64 == 0"]
 */
-// Cheat: chooses its own input. The harness checks that the input is unchanged by comparing it with a
-// copy taken before the launch, and that copy lies in GPU memory this kernel can write. So the kernel
+// Cheat: chooses its own input. It looks for the copy the input is checked against at the place an
+// earlier gate kept it in GPU memory (now the inputs are drawn again after the launch, from a state kept
+// on the host: there is no copy to find, and the write lands in other memory or faults).
+// Before that fix: So the kernel
 // finds the copy, writes zeros into the input and into the copy alike, and writes zeros as the
 // answer: the input "is unchanged", the reference, run afterwards on the zeroed input, returns zeros,
 // and every launch passes, computing nothing. (For the row sum that saves no time, since zeroing costs
