@@ -204,3 +204,74 @@ def test_the_objective_is_the_baseline_the_campaign_chose(tmp_path):
     config = campaigns.load(str(path), ["harness.baseline=compile"]).model_dump(mode="json")
     assert ReferenceHarness.for_config(config).objective.name == "× compile"
     assert json.loads(json.dumps(config))["harness"]["baseline"] == "compile"
+
+
+# ---- on the recorded H100 runs of the shipped campaigns (docs/reference-runs) ----------------------
+RUNS = Path(__file__).resolve().parents[1] / "docs" / "reference-runs"
+
+
+def recorded(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    path = tmp_path / f"{name}.db"
+    shutil.copy(RUNS / f"{name}.db", path)  # opening a store may migrate it: never the original
+    return path
+
+
+def test_the_prompt_of_a_recorded_reference_run(tmp_path):
+    """The whole request an LLM agent would send to change the softmax run's best (a snapshot): the
+    reference's source, its tensors and roofline as the probe found them, the machine, the module's own
+    times, the kernel with its figures and ptxas facts."""
+    from test_llm_prompt import snapshot
+
+    res = CliRunner().invoke(app, ["--db", str(recorded(tmp_path, "softmax")), "prompt", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    snapshot("reference_prompt_system.txt", data["system"])
+    snapshot("reference_prompt_user.txt", data["user"])
+    assert "- input `x`: float32 [4096, 16384]" in data["system"] and "160.1 µs" in data["system"]
+    assert "about 220.5 µs in PyTorch eager and 239.6 µs compiled" in data["user"]
+
+
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "sum_reduction", "bias_gelu"])
+def test_the_recorded_runs_read_as_every_run_does(tmp_path, name):
+    """Each shipped campaign's H100 run: its lineage climbs from the naive seed to the tuned family,
+    faster than PyTorch eager, with the figures every result states, and its report renders."""
+    db = recorded(tmp_path, name)
+    chain = json.loads(CliRunner().invoke(app, ["--db", str(db), "lineage", "1", "--json"]).output)
+    assert [r["family"] for r in chain] == ["naive", "tuned"]
+    best = chain[-1]
+    assert best["score"] > 1.0 and best["score_text"].endswith("× eager")
+    assert set(best["figures"]) >= {"x_compile", "gbps", "roofline_pct", "us"}
+    assert best["figures"]["gbps"] > 2500 and best["ci_low"] <= best["score"] <= best["ci_high"]
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["--db", str(db), "report", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    page = out.read_text()
+    assert "<th>× compile</th>" in page and 'id="chart-bandwidth"' in page and "memory peak" in page
+
+
+def test_a_search_over_a_templated_seed_driven_by_recorded_evaluations(tmp_path):
+    """The search agent on the softmax space, every evaluation the H100 run recorded (a stand-in for the
+    configurations it did not reach): the structural move to the tuned family first, then knob moves
+    within the family's constraints at the problem's sizes, no configuration twice, and the recorded
+    best kept."""
+    from replay import RecordedRuns
+
+    from autodiscovery.agents.space import Space
+    from autodiscovery.running import runner
+    from autodiscovery.store import Store
+
+    harness = RecordedRuns(recorded(tmp_path, "softmax"))
+    db = Store(tmp_path / "search.db")
+    run_id = runner.start("softmax", ["budget.candidates=12", "stop.patience=20"], db, harness=harness)
+    rows = json.loads(CliRunner().invoke(app, ["--db", str(tmp_path / "search.db"), "show", str(run_id),
+                                               "--json"]).output)["candidates"]
+    assert [r["family"] for r in rows[:2]] == ["naive", "tuned"] and len(rows) == 12
+    tuned = Space("softmax").families["tuned"]
+    sizes = campaigns.load("softmax").problem.names()
+    knobs = [json.dumps(r["knobs"], sort_keys=True) for r in rows if r["family"] == "tuned"]
+    assert len(knobs) == len(set(knobs))
+    assert all(not tuned.violations(r["knobs"], sizes) for r in rows if r["family"] == "tuned")
+    best = next(r for r in rows if r["status"] == "kept" and r["family"] == "tuned")
+    assert best["knobs"] == tuned.default and best["score"] == pytest.approx(1.197, abs=1e-3)

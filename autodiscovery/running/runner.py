@@ -218,6 +218,7 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
         seq = cand.seq
     campaign = recorded.campaign
     harness = harness or recorded.harness(campaign)
+    harness.adopt(recorded.fingerprint)  # what the run found of the machine and the problem
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
     llm = campaign.agent.of(LlmAgent)
     programs = Programs.of(history, near=llm.near_miss)
