@@ -415,8 +415,7 @@ def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_p
 def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
     """Phase D's single changes are compared with the best kernel on stock: a knob whose change leaves
     the cycles exactly where they were (inert at this shape) is held at stock for the rest of D."""
-    from autodiscovery.interfaces import History, Record
-    from autodiscovery.interfaces import Objective
+    from autodiscovery.interfaces import History, Objective, Record
 
     c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}",
                                          "harness.arch.budget.area_pct=null"])
@@ -442,8 +441,7 @@ def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
 def test_phase_d_stays_within_the_area_budget():
     """Every architecture phase D proposes fits `harness.arch.budget.area_pct`; a single change that
     does not is listed with its cost instead of being simulated."""
-    from autodiscovery.interfaces import History, Record
-    from autodiscovery.interfaces import Objective
+    from autodiscovery.interfaces import History, Objective, Record
     from harnesses.accelsim.costs import estimate
 
     c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 16, E_kernels: 1, E_archs: 1}",

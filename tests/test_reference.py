@@ -177,8 +177,9 @@ def test_the_llm_agent_reads_the_reference_and_its_roofline(tmp_path):
     seed = Record(seq=0, family="naive", knobs={}, status="kept", score=1.2, kept=True, source_hash="h",
                   source=KERNEL, hypothesis="The seed.", metrics=metrics)
     history = History([seed], seed, h.objective)
-    from autodiscovery.agents.programs import Programs
     import random
+
+    from autodiscovery.agents.programs import Programs
 
     draw = Programs.of(history).draws(random.Random(0), 1, exploit=1.0)[0]
     builder = PromptBuilder(h, fp)

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from harnesses.reference import worker  # noqa: E402
+from harnesses.reference import gate, worker  # noqa: E402
 
 
 def judge(out, ref, dist: str = "normal") -> str:
@@ -20,7 +20,7 @@ def judge(out, ref, dist: str = "normal") -> str:
 
 
 def test_an_honest_output_passes_and_cheats_do_not(monkeypatch):
-    monkeypatch.setattr(worker, "CHUNK", 1000)  # several chunks, as a large output has
+    monkeypatch.setattr(gate, "CHUNK", 1000)  # several chunks, as a large output has
     ref = torch.randn(4096, dtype=torch.float64).float()
     assert judge(ref.clone(), ref) == "ok"
     reordered = (ref.double() * (1 + 1e-7 * torch.randn(4096, dtype=torch.float64))).float()  # another order

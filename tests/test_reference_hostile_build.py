@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import needs_nvcc
+from test_reference_hostile import HONEST, HOSTILE, STATUSES, campaign_file, expectation
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery import campaign as campaigns
 from autodiscovery.toolkit import sandbox
-from conftest import needs_nvcc
 from harnesses.reference import ReferenceHarness, manifest
-from test_reference_hostile import HONEST, HOSTILE, STATUSES, campaign_file, expectation
 
 PROBED = {  # what preflight records for problem_rowsum.py on an H100: the machine's facts, the probe's under "problem"
     "gpu": "NVIDIA H100 80GB HBM3", "sms": 132, "l2_bytes": 52428800, "smem_per_block": 232448, "peak_gbps": 3352.3,

@@ -162,7 +162,6 @@ def pyplot():
 def charts(db: Path) -> tuple[dict, dict]:
     """The page's data and its charts as matplotlib figures, by name."""
     from autodiscovery.review import html as html_report
-
     from autodiscovery.review import report
 
     store = Store(db)

@@ -18,7 +18,16 @@ import time
 from pydantic import Field
 
 from autodiscovery.campaign import Strict
-from autodiscovery.interfaces import AgentBase, Chart, Column, HarnessBase, Objective, Outcome, Proposal, Section
+from autodiscovery.interfaces import (
+    AgentBase,
+    Chart,
+    Column,
+    HarnessBase,
+    Objective,
+    Outcome,
+    Proposal,
+    Section,
+)
 from autodiscovery.store import Store
 from autodiscovery.toolkit.build import BuildReport
 

@@ -17,149 +17,27 @@ fooled measurement, never a result.
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
-import inspect
 import json
-import math
 import os
 import sys
 import time
 import traceback
 
+from harnesses.reference.gate import (
+    TOLERANCE_DEFAULT,
+    Incorrect,
+    _median,
+    compare,
+    roofline,
+)
+from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _one
+from harnesses.reference.launch import POISON, Candidate, Refused, _bits, _poison
+
+__all__ = ["DISTRIBUTIONS", "POISON", "TOLERANCE_DEFAULT", "Incorrect", "Problem", "ProblemFailure", "Refused",
+           "compare", "roofline", "_bits", "_poison"]
+
 T0 = time.perf_counter()
 FLOAT = ("float64", "float32", "float16", "bfloat16")
-POISON = {8: 0x7FF5A5A5A5A5A5A5, 4: 0x7FA5A5A5, 2: 0x7FA5, 1: 0xA5}
-"""Each output starts as this bit pattern (a NaN for floats): an element that still holds it after a
-launch was never written."""
-DISTRIBUTIONS = ("own", "normal", "uniform", "wide", "offset", "ties")
-
-
-class ProblemFailure(Exception):
-    """The problem itself fails (its file, its Model, its inputs): nothing a candidate did."""
-
-
-class Refused(Exception):
-    """A launch this device cannot run, or a manifest the reference does not match."""
-
-
-class Incorrect(Exception):
-    pass
-
-
-# ---- the problem ------------------------------------------------------------------------------
-class Problem:
-    """The user's module, built on the GPU: the model, its inputs' shapes and how to draw them."""
-
-    def __init__(self, job: dict) -> None:
-        import torch
-
-        self.torch = torch
-        self.path = job["problem"]["path"]
-        name = os.path.basename(self.path)
-        self.name = name
-        spec = importlib.util.spec_from_file_location("autodiscovery_problem", self.path)
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            raise ProblemFailure(f"{name}: importing it raised {type(exc).__name__}: {_one(exc)}") from None
-        for k, v in job["problem"].get("sizes", {}).items():
-            setattr(module, k, v)
-        self.module = module
-        self.dtype = getattr(torch, job["problem"]["dtype"]) if job["problem"].get("dtype") else None
-        torch.manual_seed(job.get("seed", 0))
-        self.device = torch.device("cuda")
-        try:
-            init = list(module.get_init_inputs())
-        except Exception as exc:
-            raise ProblemFailure(f"{name}: get_init_inputs() raised {type(exc).__name__}: {_one(exc)}") from None
-        try:
-            model = module.Model(*init)
-        except Exception as exc:
-            raise ProblemFailure(f"{name}: Model(*get_init_inputs()) raised {type(exc).__name__}: {_one(exc)}") from None
-        self.model = model.to(self.device).eval()
-        if self.dtype is not None:
-            self.model = self.model.to(self.dtype)
-        try:
-            sample = module.get_inputs()
-        except Exception as exc:
-            raise ProblemFailure(f"{name}: get_inputs() raised {type(exc).__name__}: {_one(exc)}") from None
-        if not isinstance(sample, (list, tuple)) or not sample:
-            raise ProblemFailure(f"{name}: get_inputs() returned {type(sample).__name__}, not a list of tensors")
-        for i, x in enumerate(sample):
-            if not isinstance(x, torch.Tensor):
-                raise ProblemFailure(f"{name}: get_inputs() returned a {type(x).__name__} at position {i}: "
-                                     "the inputs must be tensors")
-        names = self._names(len(sample))
-        self.inputs = []
-        for n, x in zip(names, sample):
-            x = x.to(self.device)
-            if self.dtype is not None and x.is_floating_point():
-                x = x.to(self.dtype)
-            self.inputs.append({"name": n, "tensor": x.contiguous(), **self._stats(x)})
-        named = dict(self.model.named_parameters()) | dict(self.model.named_buffers())
-        self.params = {k: v.detach() for k, v in named.items()}
-        """The module's parameters and buffers (non-persistent ones too), by name: arguments a kernel may
-        take, checked unchanged after every launch."""
-
-    def _names(self, n: int) -> list[str]:
-        try:
-            ps = list(inspect.signature(self.model.forward).parameters.values())
-        except (TypeError, ValueError):
-            ps = []
-        if len(ps) == n and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps):
-            return [p.name for p in ps]
-        return [f"input{i}" for i in range(n)]
-
-    def _stats(self, x) -> dict:
-        torch = self.torch
-        kind = "float" if x.is_floating_point() else "bool" if x.dtype == torch.bool else "int"
-        out = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."), "kind": kind}
-        if x.numel():
-            v = x.double() if kind != "bool" else x.to(torch.float64)
-            out |= {"low": float(v.min()), "high": float(v.max()), "mean": float(v.mean()),
-                    "std": float(v.std()) if x.numel() > 1 else 0.0}
-        return out
-
-    def forward(self, tensors: list):
-        with self.torch.no_grad():
-            out = self.model(*tensors)
-        return list(out) if isinstance(out, (list, tuple)) else [out]
-
-    def fill(self, x, spec: dict, dist: str, gen) -> None:
-        """Draw fresh content into input `x` (in place) from `dist`, in its shape and dtype."""
-        torch = self.torch
-        if spec["kind"] == "bool":
-            x.copy_(torch.randint(0, 2, x.shape, generator=gen, device=x.device).bool())
-            return
-        if spec["kind"] == "int":
-            lo, hi = int(spec.get("low", 0)), int(spec.get("high", 1))
-            x.copy_(torch.randint(lo, hi + 1, x.shape, generator=gen, device=x.device, dtype=x.dtype))
-            return
-        if dist == "own":  # the problem's own distribution, by its sample's moments: fresh content
-            if spec.get("low", 0.0) >= 0.0:
-                x.uniform_(spec.get("low", 0.0), max(spec.get("high", 1.0), spec.get("low", 0.0) + 1e-6), generator=gen)
-            else:
-                x.normal_(spec.get("mean", 0.0), spec.get("std", 1.0) or 1.0, generator=gen)
-        elif dist == "normal":
-            x.normal_(0.0, 1.0, generator=gen)
-        elif dist == "uniform":
-            x.uniform_(-1.0, 1.0, generator=gen)
-        elif dist == "wide":  # exponents spread over 2^±e: sums of lost magnitudes, overflow in low precision
-            e = 4.0 if x.dtype == torch.float16 else 8.0
-            scale = torch.empty(x.shape, device=x.device, dtype=torch.float32).uniform_(-e, e, generator=gen)
-            x.copy_(torch.randn(x.shape, generator=gen, device=x.device) * torch.exp2(scale))
-        elif dist == "offset":  # a large common offset: cancellation, and exp() of large values
-            x.normal_(0.0, 1.0, generator=gen).add_(100.0)
-        elif dist == "ties":  # few distinct values: ties for max/argmax, exact sums
-            x.copy_(torch.randint(-1, 3, x.shape, generator=gen, device=x.device).to(x.dtype))
-        else:
-            raise ValueError(dist)
-
-
-def _one(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 # ---- the machine --------------------------------------------------------------------------------
@@ -263,95 +141,6 @@ def finite_dists(problem: Problem) -> list[str]:
     if not kept:
         raise ProblemFailure(f"{problem.name}: the reference gives non-finite outputs on every input distribution")
     return kept
-
-
-# ---- the candidate's kernels ----------------------------------------------------------------------
-def _check(result):
-    from cuda.bindings import driver as cu
-
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        _, name = cu.cuGetErrorName(err)
-        raise RuntimeError(name.decode() if name else str(err))
-    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
-
-
-class Candidate:
-    """A candidate's cubin and plan, bound to buffers it owns: its outputs and scratch (poisoned before
-    every launch) and the problem's inputs and parameters."""
-
-    def __init__(self, problem: Problem, cubin: str, plan: dict, facts: dict) -> None:
-        from cuda.bindings import driver as cu
-
-        torch = problem.torch
-        self.cu, self.torch, self.problem, self.plan = cu, torch, problem, plan
-        self.module = _check(cu.cuModuleLoad(cubin.encode()))
-        self.funcs = []
-        for launch in plan["launches"]:
-            try:
-                f = _check(cu.cuModuleGetFunction(self.module, launch["kernel"].encode()))
-            except RuntimeError:
-                raise Refused(f"the cubin has no kernel named '{launch['kernel']}' (extern \"C\" __global__)") from None
-            self._limits(f, launch, facts)
-            self.funcs.append(f)
-        dtype = lambda name: getattr(torch, name)  # noqa: E731
-        self.outputs = [torch.empty(o["shape"], dtype=dtype(o["dtype"]), device="cuda") for o in plan["outputs"]]
-        self.scratch = {s["name"]: torch.empty(s["shape"], dtype=dtype(s["dtype"]), device="cuda")
-                        for s in plan["scratch"]}
-        self.tensors = {i["name"]: i["tensor"] for i in problem.inputs} | dict(problem.params)
-        self.tensors |= {o["name"]: t for o, t in zip(plan["outputs"], self.outputs)} | self.scratch
-        self.stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
-        self.packed = [self._pack(launch) for launch in plan["launches"]]
-
-    def _limits(self, f, launch: dict, facts: dict) -> None:
-        cu = self.cu
-        a = lambda n: _check(cu.cuFuncGetAttribute(getattr(cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{n}"), f))  # noqa: E731
-        threads = math.prod(launch["block"])
-        most, regs, static = a("MAX_THREADS_PER_BLOCK"), a("NUM_REGS"), a("SHARED_SIZE_BYTES")
-        if threads > most:
-            raise Refused(f"{launch['kernel']}: a block of {threads} threads, but with {regs} registers a thread it "
-                          f"can run at most {most}")
-        if static + launch["smem"] > facts["smem_per_block"]:
-            raise Refused(f"{launch['kernel']}: {static} B static + {launch['smem']} B dynamic shared memory exceed the "
-                          f"{facts['smem_per_block']} B a block may have")
-        for axis, (g, largest) in enumerate(zip(launch["grid"], (2**31 - 1, 65535, 65535))):
-            if g > largest:
-                raise Refused(f"{launch['kernel']}: grid dimension {'xyz'[axis]} = {g} exceeds {largest}")
-        for axis, (b, largest) in enumerate(zip(launch["block"], (1024, 1024, 64))):
-            if b > largest:
-                raise Refused(f"{launch['kernel']}: block dimension {'xyz'[axis]} = {b} exceeds {largest}")
-        if launch["smem"] > 48 * 1024:
-            _check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         launch["smem"]))
-
-    def _pack(self, launch: dict):
-        storage = []
-        for kind, value in launch["args"]:
-            if kind == "tensor":
-                storage.append(ctypes.c_void_p(self.tensors[value].data_ptr()))
-            else:
-                storage.append({"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float,
-                                "f64": ctypes.c_double}[kind](value))
-        ptrs = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
-        return storage, ptrs
-
-    def poison(self) -> None:
-        for t in [*self.outputs, *self.scratch.values()]:
-            _poison(self.torch, t)
-
-    def __call__(self) -> None:
-        cu = self.cu
-        for f, launch, (_, ptrs) in zip(self.funcs, self.plan["launches"], self.packed):
-            (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
-            _check(cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, launch["smem"], self.stream, ctypes.addressof(ptrs), 0))
-
-
-def _poison(torch, t) -> None:
-    _bits(torch, t).fill_(POISON[t.element_size()])
-
-
-def _bits(torch, t):
-    return t.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()])
 
 
 # ---- the gate and the timing ------------------------------------------------------------------------
@@ -494,87 +283,6 @@ class Bench:
             t_ch, t_inc = (ta, tb) if a is challenger else (tb, ta)
             ratios.append(t_inc / t_ch)
         return {"ratio": summarize_ratio(ratios, self.s["confidence"])}
-
-
-TOLERANCE_DEFAULT = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
-
-
-CHUNK = 1 << 25
-"""Elements compared at a time: the comparison's float64 copies stay small whatever the output's size."""
-
-
-def compare(torch, name: str, out, ref, tolerance: dict, dist: str, worst: dict) -> None:
-    """One output against the reference's: no element unwritten, integers equal, floats within the
-    relative error of their dtype (and no element far off), non-finite values where the reference has them."""
-    dtype = str(ref.dtype).removeprefix("torch.")
-    if out.shape != ref.shape:
-        raise Incorrect(f"output '{name}': shape {list(out.shape)}, the reference's is {list(ref.shape)}")
-    o_all, r_all, bits = out.reshape(-1), ref.reshape(-1), _bits(torch, out).reshape(-1)
-    n = r_all.numel()
-    if not ref.is_floating_point():
-        bad = unwritten = 0
-        for i in range(0, n, CHUNK):
-            bad += int((o_all[i:i + CHUNK] != r_all[i:i + CHUNK]).sum())
-            unwritten += int((bits[i:i + CHUNK] == POISON[out.element_size()]).sum())
-        if bad:
-            raise Incorrect(f"output '{name}': {bad} of {n} elements differ from the reference "
-                            f"({unwritten} unwritten; {dist} draw)")
-        return
-    unwritten = nonfinite = mismatched = 0
-    err2 = ref2 = far = peak = 0.0
-    for i in range(0, n, CHUNK):
-        o, r, b = o_all[i:i + CHUNK], r_all[i:i + CHUNK], bits[i:i + CHUNK]
-        finite = torch.isfinite(r)
-        unwritten += int(((b == POISON[out.element_size()]) & finite).sum())
-        nonfinite += int((~torch.isfinite(o) & finite).sum())
-        if not bool(finite.all()):
-            same = (o[~finite] == r[~finite]) | (torch.isnan(o[~finite]) & torch.isnan(r[~finite]))
-            mismatched += int((~same).sum())
-        rf = torch.where(finite, r, torch.zeros_like(r)).double()
-        d = torch.where(finite, o, torch.zeros_like(o)).double() - rf
-        d = torch.nan_to_num(d, nan=0.0, posinf=0.0, neginf=0.0)
-        err2 += float((d * d).sum())
-        ref2 += float((rf * rf).sum())
-        far = max(far, float(d.abs().max())) if d.numel() else far
-        peak = max(peak, float(rf.abs().max())) if rf.numel() else peak
-    if unwritten:
-        raise Incorrect(f"output '{name}': {unwritten} of {n} elements unwritten ({dist} draw)")
-    if nonfinite:
-        raise Incorrect(f"output '{name}': {nonfinite} non-finite elements where the reference is finite "
-                        f"({dist} draw)")
-    if mismatched:
-        raise Incorrect(f"output '{name}': differs from the reference where it is inf or nan ({dist} draw)")
-    rel = math.sqrt(err2 / ref2) if ref2 > 0 else math.sqrt(err2)
-    worst[name] = max(worst.get(name, 0.0), rel)
-    tol = tolerance.get(dtype, 1e-5)
-    if not rel <= tol:
-        raise Incorrect(f"output '{name}': relative error {rel:.3g} over the {dtype} tolerance {tol:g} ({dist} draw)")
-    if peak > 0 and not far / peak <= 10 * tol:
-        raise Incorrect(f"output '{name}': an element off by {far / peak:.3g} of the largest (over {10 * tol:g}; "
-                        f"{dist} draw)")
-
-
-def roofline(facts: dict, seconds: float) -> dict:
-    """Achieved bandwidth and rate; the roofline (every byte of the inputs, parameters and outputs once at
-    the memory's peak, or every FLOP at the peak rate of the problem's type, whichever takes longer) and
-    how close the kernel came to it; and the floor no measurement may beat, the roofline with the outputs
-    that fit in L2 not counted as reaching memory (a time under it is a fooled measurement)."""
-    moved = facts["bytes_read"] + facts["bytes_written"]
-    dram = facts["bytes_read"] + max(0, facts["bytes_written"] - facts["l2_bytes"])
-    bw = facts["peak_gbps"] * 1e9
-    peak_flops = facts["peak_tflops"].get(facts.get("compute_dtype", "float32"), facts["peak_tflops"]["float16"])
-    compute = facts["flops"] / (peak_flops * 1e12) if peak_flops else 0.0
-    line = max(moved / bw, compute)
-    return {"gbps": moved / seconds / 1e9, "tflops": facts["flops"] / seconds / 1e12,
-            "roofline_ms": line * 1e3, "floor_ms": max(dram / bw, compute) * 1e3,
-            "roofline_pct": 100 * line / seconds if seconds > 0 else None,
-            "bound": "memory" if moved / bw >= compute else "compute"}
-
-
-def _median(v: list[float]) -> float:
-    s = sorted(v)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 # ---- the child's main --------------------------------------------------------------------------
