@@ -128,7 +128,7 @@ def test_a_manifest_is_resolved_against_the_reference(tmp_path):
     (("args: [x, out, dim", "args: [x, x, dim"), "output(s) out are passed to no kernel"),
     (("{f32: 1.0}", "{i32: 2147483648}"), "does not fit an int32"),
     (("outputs: {out:", "outputs: {x:"), "output 'x' takes a name already in use"),
-    (("kernel: rowsum", "kernel: 'row sum'"), "manifest launches.0.kernel: String should match pattern"),
+    (("kernel: rowsum", "kernel: 'row sum'"), "manifest: launches.0.kernel: String should match pattern"),
 ])
 def test_a_manifest_that_cannot_work_is_refused_with_the_reason(change, said):
     with pytest.raises(manifest.ManifestError) as exc:

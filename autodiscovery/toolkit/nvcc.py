@@ -79,3 +79,24 @@ def build(cache_: BuildCache, key: str, source: str, nvcc: str, flags: list[str]
         if inspect is not None:
             report.facts.update(inspect(work / artifact))
     return cache_.put(key, report, work)
+
+
+def doctor(nvcc: str, gpu_label: str, probe: Callable[[], str]) -> list[tuple[str, str | None, str, bool]]:
+    """`doctor`'s rows for a harness that builds with nvcc and runs on an NVIDIA GPU: nvcc, the driver,
+    and the GPU as `probe` (the harness's own preflight) finds it, so that doctor and run agree."""
+    import ctypes.util
+
+    try:
+        found = version(nvcc)
+    except ToolchainError:
+        found = None
+    driver = ctypes.util.find_library("cuda")
+    gpu, why = None, "needs nvcc and the driver above"
+    if found and driver:
+        try:
+            gpu = probe()
+        except AutoDiscoveryError as exc:
+            why = str(exc)
+    return [("nvcc (CUDA 12.8+)", found, "install the CUDA toolkit and put nvcc on PATH", True),
+            ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
+            (gpu_label, gpu, why, True)]

@@ -17,6 +17,7 @@ from pathlib import Path
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line
@@ -228,25 +229,11 @@ class HopperGemmHarness(HarnessBase):
 
     @classmethod
     def doctor(cls, campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
-        """nvcc, the driver, and the GPU as `run` finds it (the same preflight, so doctor and run agree)."""
-        import ctypes.util
+        def probe() -> str:
+            fp = cls(campaign).preflight()
+            return f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
 
-        settings = campaign.harness
-        try:
-            nv = nvcc_version(settings.nvcc)
-        except ToolchainError:
-            nv = None
-        driver = ctypes.util.find_library("cuda")
-        gpu, why = None, "needs nvcc and the driver above"
-        if nv and driver:
-            try:
-                fp = cls(campaign).preflight()
-                gpu = f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
-            except AutoDiscoveryError as exc:
-                why = str(exc)
-        return [("nvcc (CUDA 12.8+)", nv, "install the CUDA toolkit and put nvcc on PATH", True),
-                ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
-                ("Hopper GPU (sm_90a)", gpu, why, True)]
+        return toolkit_nvcc.doctor(campaign.harness.nvcc, "Hopper GPU (sm_90a)", probe)
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> Launch:

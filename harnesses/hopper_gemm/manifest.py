@@ -6,16 +6,14 @@ argument order, TMA tensor maps) is data that the harness validates here and the
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.toolkit.expr import ExprError, evaluate
+from autodiscovery.toolkit.manifest import read
 
-MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
 MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
 OPERANDS = ("A", "B", "C")
 SCALARS = ("M", "N", "K")
@@ -69,21 +67,7 @@ class Launch(BaseModel):
 
 
 def parse(source: str) -> Manifest:
-    match = MANIFEST_RE.search(source)
-    if not match:
-        raise ManifestError("no /* @manifest ... */ block in the source")
-    try:
-        data = yaml.safe_load(match.group(1))
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"manifest is not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ManifestError("manifest must be a YAML mapping")
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise ManifestError(f"manifest: {where}: {err['msg']}") from None
+    return read(source, Manifest, ManifestError)
 
 
 def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launch:

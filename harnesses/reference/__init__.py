@@ -114,23 +114,11 @@ class ReferenceHarness(HarnessBase):
 
     @staticmethod
     def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
-        import ctypes.util
+        def probe() -> str:
+            fp = ReferenceHarness(campaign).preflight()
+            return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
-        try:
-            nv = toolkit_nvcc.version(campaign.harness.nvcc)
-        except toolkit_nvcc.ToolchainError:
-            nv = None
-        driver = ctypes.util.find_library("cuda")
-        gpu, why = None, "needs nvcc and the driver above"
-        if nv and driver:
-            try:
-                fp = ReferenceHarness(campaign).preflight()
-                gpu = f"{fp['gpu']}, PyTorch {fp['torch']}"
-            except AutoDiscoveryError as exc:
-                why = str(exc)
-        return [("nvcc", nv, "install the CUDA toolkit and put nvcc on PATH", True),
-                ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
-                ("GPU and PyTorch (the problem probed)", gpu, why, True)]
+        return toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU and PyTorch (the problem probed)", probe)
 
     # ---- static checks and builds -----------------------------------------------------------
     def check(self, source: str) -> dict:

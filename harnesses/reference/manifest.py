@@ -28,16 +28,14 @@ A scalar argument is an integer expression (int32), or `{i32|i64: expression}`, 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.toolkit.expr import ExprError, evaluate
+from autodiscovery.toolkit.manifest import read
 
-MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
 MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
                "int8": 1, "uint8": 1, "bool": 1}
@@ -77,21 +75,7 @@ class Manifest(BaseModel):
 
 
 def parse(source: str) -> Manifest:
-    m = MANIFEST_RE.search(source)
-    if not m:
-        raise ManifestError("no /* @manifest ... */ block found in the kernel source")
-    try:
-        data = yaml.safe_load(m.group(1))
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"manifest is not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ManifestError("manifest must be a YAML mapping")
-    try:
-        return Manifest.model_validate(data)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        where = ".".join(str(p) for p in e["loc"])
-        raise ManifestError(f"manifest {where}: {e['msg']}") from None
+    return read(source, Manifest, ManifestError)
 
 
 def _value(expr: Expr, names: dict[str, int], what: str) -> int:
