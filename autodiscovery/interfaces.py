@@ -390,3 +390,10 @@ class HarnessBase:
     def prompt_profile(self, seq: int, profile: dict) -> str:
         """A stored profile as an LLM agent reads it ('' when there is none)."""
         return ""
+
+    def fit(self, source: str, knobs: dict) -> Any | None:
+        """How a configuration of a search space fits the campaign's problem, before anything is built: an
+        object with `estimate` (a modelled cost, lower is better, comparable between configurations at one
+        problem) and `describe()` (in words: its tiles, the waves they run in, the work of the busiest
+        unit). The search agent starts a family where the fit is best; None: the harness has no model."""
+        return None

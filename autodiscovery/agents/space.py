@@ -46,6 +46,9 @@ class Family(BaseModel):
     knobs: dict[str, list[int | str]] = {}
     default: dict[str, int | str] = {}
     constraints: list[Constraint] = []
+    shape_knobs: list[str] = []
+    """Knobs whose best value depends on the problem's shape (tile sizes, CTA count, K split): a structural
+    move sets them where the harness's fit of the shape is best, the others at their default."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Family:
@@ -53,6 +56,8 @@ class Family(BaseModel):
             raise ValueError("give exactly one of source or template")
         if self.template and set(self.default) != set(self.knobs):
             raise ValueError(f"default must set every knob ({', '.join(self.knobs)})")
+        if unknown := [k for k in self.shape_knobs if k not in self.knobs]:
+            raise ValueError(f"shape_knobs names {', '.join(unknown)}, not among the knobs ({', '.join(self.knobs)})")
         for k, v in self.default.items():
             if v not in self.knobs[k]:
                 raise ValueError(f"default {k}={v} is not among its values {self.knobs[k]}")

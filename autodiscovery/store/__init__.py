@@ -75,9 +75,9 @@ def why(exc: DatabaseError) -> str:
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # first: switching to WAL waits for a lock too
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
     cur.close()
 
 

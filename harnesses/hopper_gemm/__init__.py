@@ -28,6 +28,8 @@ from harnesses.hopper_gemm.build import (
     ToolchainError,
     nvcc_version,
 )
+from harnesses.hopper_gemm.fit import Fit
+from harnesses.hopper_gemm.fit import fit as shape_fit
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
 from harnesses.hopper_gemm.settings import Problem, Settings, relative_tolerance
 
@@ -62,6 +64,7 @@ class HopperGemmHarness(HarnessBase):
                                self.settings.nvcc_flags, self.settings.arch)
         self.build_workers = self.settings.build_workers
         self.sms = 132
+        self.peak_tflops: float | None = None
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
         self._helpers: str | None = None
@@ -171,6 +174,7 @@ class HopperGemmHarness(HarnessBase):
         """Take the device facts and the baseline choice of a recorded fingerprint."""
         # A dry run's fingerprint has no GPU in it: the defaults stay.
         self.sms, self.device = fingerprint.get("sms", self.sms), fingerprint.get("gpu", self.device)
+        self.peak_tflops = fingerprint.get("peak_tflops", self.peak_tflops)
         self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
 
     def helpers(self) -> str:
@@ -222,7 +226,10 @@ class HopperGemmHarness(HarnessBase):
         return report.brief(self.prompt_facts(fingerprint)).rstrip("\n")
 
     def hardware(self, fingerprint: dict, history) -> str:
-        return report.hardware(self.prompt_facts(fingerprint), history).rstrip("\n")
+        inc = history.incumbent
+        fitted = self.fit(inc.source) if inc is not None and inc.source else None
+        return report.hardware(self.prompt_facts(fingerprint), history,
+                               fitted.describe() if fitted else "").rstrip("\n")
 
     def prompt_profile(self, seq: int, profile: dict) -> str:
         return report.prompt_profile(seq, profile)
@@ -242,6 +249,15 @@ class HopperGemmHarness(HarnessBase):
         sandbox.check(source)
         return resolve(parse(source), *self.shape, sms=self.sms)
 
+    def fit(self, source: str, knobs: dict | None = None) -> Fit | None:
+        """How a kernel's tiles fit the campaign's shape on this GPU (`fit.py`), by the tile its manifest
+        states; None for one that states none or that this shape refuses."""
+        try:
+            launch = self.check(source)
+        except (ManifestError, sandbox.RefusedSource):
+            return None
+        return shape_fit(launch, *self.shape, self.sms, self.peak_tflops, 2 if self.problem.dtype_out == "bf16" else 4)
+
     def build(self, source: str) -> BuildReport:
         try:
             entry = parse(source).kernel
@@ -256,7 +272,10 @@ class HopperGemmHarness(HarnessBase):
         `screen_slack` below it: a screened measurement, enough to revert, never to keep."""
         s = self.settings
         below = bar * (1 - s.screen_slack) if bar and s.screen_pairs else None
-        return self._measure("benchmark", {"candidate": (source, build)}, screen_below=below)
+        out = self._measure("benchmark", {"candidate": (source, build)}, screen_below=below)
+        if out.status == "ok" and (fitted := self.fit(source)) is not None:
+            out.metrics["fit"] = fitted.as_dict()  # the model's view of the shape, beside what was measured
+        return out
 
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both kernels gated and timed against each other; ratio > 1 means the challenger is faster."""

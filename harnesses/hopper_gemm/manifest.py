@@ -52,6 +52,11 @@ class Manifest(BaseModel):
     tensor_maps: dict[str, TensorMap] = {}
     requires: list[str] = []
     """Conditions on M, N, K that the kernel needs; a shape that fails one is refused."""
+    tile: tuple[int, int] | None = None
+    """The output tile a block computes at a time, rows × columns (BM × BN): what the harness counts tiles
+    and waves by (none: not stated)."""
+    split_k: int = Field(1, ge=1)
+    """Slices the K reduction of each tile is cut into (partials added up by the kernel itself)."""
 
 
 class Launch(BaseModel):
@@ -64,6 +69,8 @@ class Launch(BaseModel):
     smem: int
     args: list[str]
     tensor_maps: dict[str, dict]
+    tile: tuple[int, int] | None = None
+    split_k: int = 1
 
 
 def parse(source: str) -> Manifest:
@@ -100,6 +107,8 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     for arg in manifest.args:
         if arg not in OPERANDS + SCALARS and arg not in manifest.tensor_maps:
             raise ManifestError(f"manifest: unknown argument '{arg}' (A, B, C, M, N, K or a tensor map)")
+    if manifest.tile is not None and min(manifest.tile) < 1:
+        raise ManifestError(f"manifest: tile {list(manifest.tile)} must be at least 1x1")
     for name, tm in maps.items():
         rows, cols = tm["box"]
         if not (1 <= rows <= 256 and 1 <= cols <= 256):
@@ -110,5 +119,5 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
             )
     return Launch(
         kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
-        smem=smem, args=list(manifest.args), tensor_maps=maps,
+        smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
     )

@@ -34,6 +34,10 @@ COLUMNS = (
            frozenset({"measure"}), after=True),
     Column("power_w", "W", lambda m, b: m["power"]["power_w"]["mean"], ".0f", frozenset({"measure"}), after=True),
     Column("hgmma", "HGMMA", lambda m, b: b.get("has_hgmma"), "", frozenset({"ladder"}), after=True),
+    Column("waves", "waves", lambda m, b: m["fit"]["waves"], ".2f", frozenset({"ladder",
+                                                                              "prompt", "report"}), after=True,
+           note="output tiles over the blocks the GPU holds at once: below 1 leaves SMs idle, 1.1 runs a "
+                "second wave one tenth full"),
 )
 
 PROFILE_ROWS = [  # (key in a profile summary, label, format): the table and the prompt
@@ -112,8 +116,8 @@ def brief(facts: dict) -> str:
     return _prompts().get_template("brief.j2").render(**facts)
 
 
-def hardware(facts: dict, history) -> str:
-    return _prompts().get_template("hardware.j2").render(**facts, cublas_tflops=cublas_tflops(history))
+def hardware(facts: dict, history, fit: str = "") -> str:
+    return _prompts().get_template("hardware.j2").render(**facts, cublas_tflops=cublas_tflops(history), fit=fit)
 
 
 def prompt_profile(seq: int, profile: dict) -> str:

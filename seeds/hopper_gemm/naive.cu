@@ -1,5 +1,6 @@
 /* @manifest
 kernel: gemm
+tile: [16, 16]
 block: [16, 16, 1]
 grid: ["cdiv(N, 16)", "cdiv(M, 16)", 1]
 smem: 0

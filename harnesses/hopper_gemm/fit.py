@@ -1,0 +1,100 @@
+"""How a GEMM configuration fits a problem shape: its output tiles, the waves they run in on the GPU's
+SMs, the work of the busiest SM, and a rough time from those.
+
+The time is a model for ordering what to try first at a shape (which tile size, how many CTAs, whether
+to split K), never a measurement and never part of a decision: each SM is a tensor-core rate (the dense
+peak over the SMs) fed at a fixed number of FLOPs per byte of operand loaded, a tile costs its MMAs or
+its loads (whichever is longer) plus its epilogue and a fixed start, the busiest slot sets the time, and
+a K split adds a pass over the fp32 partials.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from harnesses.hopper_gemm.manifest import Launch
+
+PEAK_TFLOPS = 989.4
+"""The dense bf16 peak of an H100 SXM at its highest clock, where the run has not measured one."""
+FLOPS_PER_BYTE = 60.0
+"""Operand bytes an SM can load per FLOP it computes at peak (L2 to shared memory), as a ratio: a tile
+whose FLOPs per byte loaded fall below this is bound by its loads (128×128: 64, 64×128: 43)."""
+TILE_START_US = 0.6
+"""What a tile costs beside its main loop: filling the pipeline, the first MMA's wait."""
+DRAM_GBPS = 3000.0
+"""For the pass that adds a K split's fp32 partials."""
+SMEM_PER_SM = 233472
+"""Shared memory of a Hopper SM (228 KB), of which each resident block also takes 1 KB."""
+THREADS_PER_SM = 2048
+
+
+@dataclass(frozen=True)
+class Fit:
+    tile: tuple[int, int]
+    """BM × BN of one output tile."""
+    split: int
+    """Slices of K each tile's reduction is cut into (1: none)."""
+    tiles: int
+    """Units of work: output tiles times K slices."""
+    ctas: int
+    """Blocks launched."""
+    slots: int
+    """Blocks the GPU holds at once: the SMs times the blocks one SM holds."""
+    per_slot: int
+    """Units the busiest block runs (one slot's work)."""
+    useful: float
+    """Share of the tiles' area inside C (the rest is past the edge of a ragged shape)."""
+    estimate_us: float
+    sms: int
+
+    @property
+    def estimate(self) -> float:
+        """What the search compares: the estimated time in µs."""
+        return self.estimate_us
+
+    @property
+    def waves(self) -> float:
+        """Units over slots: 0.24 leaves three quarters of the GPU idle, 1.03 runs a second wave of 3%."""
+        return self.tiles / self.slots
+
+    def describe(self) -> str:
+        """'128×256 tiles: 32 for 132 SMs (0.24 waves), the busiest SM runs 1, 100% useful area'."""
+        bm, bn = self.tile
+        split = f" × {self.split} K slices" if self.split > 1 else ""
+        units = "units" if self.split > 1 else "tiles"
+        return (f"{bm}×{bn} tiles{split}: {self.tiles} {units} for {self.sms} SMs ({self.waves:.2f} waves), the busiest "
+                f"block runs {self.per_slot}, {self.useful:.0%} of the tile area inside C")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "tile": list(self.tile), "waves": round(self.waves, 4),
+                "useful": round(self.useful, 4), "estimate_us": round(self.estimate_us, 2)}
+
+
+def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | None = None,
+        out_bytes: int = 2) -> Fit | None:
+    """The fit of a kernel whose launch is resolved at M×N×K, by the tile its manifest states; None
+    where it states none."""
+    if launch.tile is None:
+        return None
+    (bm, bn), split = launch.tile, launch.split_k
+    tiles_m, tiles_n = math.ceil(M / bm), math.ceil(N / bn)
+    tiles = tiles_m * tiles_n * split
+    ctas = launch.grid[0] * launch.grid[1] * launch.grid[2]
+    threads = launch.block[0] * launch.block[1] * launch.block[2]
+    per_sm = max(1, min(THREADS_PER_SM // threads, SMEM_PER_SM // (launch.smem + 1024)))
+    slots = sms * per_sm
+    busy = min(ctas, slots)
+    per_slot = math.ceil(tiles / busy)
+    peak_sm = (peak_tflops or PEAK_TFLOPS) * 1e12 / sms
+    k = math.ceil(K / split)
+    main = max(2 * bm * bn * k / peak_sm, 2 * (bm + bn) * k * FLOPS_PER_BYTE / peak_sm)
+    epilogue = bm * bn * (4 if split > 1 else out_bytes) * FLOPS_PER_BYTE / peak_sm
+    unit_us = (main + epilogue) * 1e6 + TILE_START_US
+    # Blocks sharing an SM share its rate: a slot's unit takes that many times as long.
+    sharing = min(per_sm, math.ceil(busy / sms))
+    estimate = per_slot * unit_us * sharing
+    if split > 1:
+        estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
+    return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
+               useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms)

@@ -1,0 +1,107 @@
+"""Shapes: how a configuration's tiles fit a problem (tiles, waves, the busiest block's work, a modelled
+time), and the search agent starting each family where its tiles fit the shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.agents.space import Space
+from autodiscovery.interfaces import History, Record
+from harnesses.hopper_gemm import HopperGemmHarness, ManifestError
+from harnesses.hopper_gemm.manifest import parse, resolve
+
+GEMM = HopperGemmHarness.objective
+SKINNY = (256, 4096, 14336)
+WGMMA = ("wgmma_tma", "wgmma_ws", "wgmma_persistent", "wgmma_cluster")
+
+
+@pytest.fixture(scope="module")
+def space():
+    return Space("hopper_gemm")
+
+
+def harness_at(M: int, N: int, K: int) -> tuple[HopperGemmHarness, campaigns.Campaign]:
+    campaign = campaigns.load("hopper-gemm", [f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
+    return HopperGemmHarness(campaign), campaign
+
+
+def test_a_fit_counts_tiles_waves_and_the_busiest_block(space):
+    harness, _ = harness_at(*SKINNY)
+    default = space.families["wgmma_cluster"].default  # 128×256 tiles, at most 128 persistent CTAs
+    f = harness.fit(space.render("wgmma_cluster", default))
+    assert (f.tile, f.tiles, f.ctas, f.slots, f.per_slot) == ((128, 256), 32, 32, 132, 1)
+    assert f.waves == pytest.approx(32 / 132) and f.useful == 1.0
+    assert "32 tiles for 132 SMs (0.24 waves)" in f.describe()
+    smaller = harness.fit(space.render("wgmma_cluster", default | {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}))
+    assert smaller.tiles == 128 and smaller.estimate < f.estimate / 1.5
+
+    square, _ = harness_at(4096, 4096, 4096)
+    f = square.fit(space.render("wgmma_cluster", default))
+    assert (f.tiles, f.ctas, f.per_slot) == (512, 128, 4)  # four tiles each for 128 CTAs: no tail
+    ragged, _ = harness_at(1000, 4096, 4096)
+    assert ragged.fit(space.render("wgmma_cluster", default)).useful == pytest.approx(1000 / 1024)
+
+
+def test_a_kernel_that_states_no_tile_has_no_fit(space):
+    harness, _ = harness_at(*SKINNY)
+    source = space.render("wgmma_cluster", space.families["wgmma_cluster"].default)
+    assert harness.fit(source.replace("tile: [128, 256]\n", "")) is None
+    assert harness.fit(source.replace("K % 8 == 0", "K % 9 == 0")) is None  # a shape it refuses
+    with pytest.raises(ManifestError, match="tile"):
+        resolve(parse(source.replace("tile: [128, 256]", "tile: [0, 256]")), 4096, 4096, 4096)
+
+
+def test_split_k_adds_units_and_a_pass_over_the_partials(space):
+    harness, _ = harness_at(*SKINNY)
+    source = space.render("wgmma_tma", space.families["wgmma_tma"].default)
+    one = harness.fit(source)
+    four = harness.fit(source.replace("tile: [128, 128]", "tile: [128, 128]\nsplit_k: 4"))
+    assert (one.tiles, four.tiles, four.split) == (64, 256, 4)
+    assert "× 4 K slices" in four.describe()
+
+
+def structural(M: int, N: int, K: int) -> list:
+    """The structural moves from the seed, with the real harness's fit of the shape."""
+    harness, campaign = harness_at(M, N, K)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
+    return agent.propose(History([seed], seed, GEMM), 6)
+
+
+def test_at_the_square_shape_every_family_starts_at_its_default(space):
+    moves = structural(4096, 4096, 4096)
+    assert [p.family for p in moves] == ["tiled", "mma_sync", *WGMMA]
+    for p in moves:
+        assert p.knobs == space.families[p.family].default and "its default fits the shape" in p.hypothesis
+
+
+def test_at_a_skinny_shape_the_families_start_with_tiles_that_fill_the_gpu(space):
+    moves = {p.family: p for p in structural(*SKINNY)}
+    for name in WGMMA:
+        p, default = moves[name], space.families[name].default
+        assert p.knobs["BM"] * p.knobs["BN"] < default["BM"] * default["BN"], name
+        assert {k for k in p.knobs if p.knobs[k] != default[k]} <= set(space.families[name].shape_knobs)
+        assert "better served by" in p.hypothesis and "estimated" in p.hypothesis
+    cluster = moves["wgmma_cluster"]
+    assert (cluster.knobs["BM"], cluster.knobs["BN"], cluster.knobs["SCHEDULE"]) == (64, 128, "pingpong")
+    assert "128 tiles for 132 SMs (0.97 waves)" in cluster.hypothesis
+
+
+def test_shape_knobs_must_be_knobs():
+    from autodiscovery.agents.space import Family
+
+    with pytest.raises(ValueError, match="shape_knobs names TILE"):
+        Family(rung=1, summary="s", template="t.j2", knobs={"BM": [64]}, default={"BM": 64}, shape_knobs=["TILE"])
+
+
+def test_the_llm_prompt_states_the_incumbents_fit(space):
+    harness, _ = harness_at(*SKINNY)
+    source = space.render("wgmma_cluster", space.families["wgmma_cluster"].default)
+    inc = Record(seq=3, family="wgmma_cluster", knobs={}, status="kept", score=0.59, kept=True, source_hash="i",
+                 source=source)
+    text = harness.hardware({}, History([inc], inc, GEMM))
+    assert "The incumbent's 128×256 tiles: 32 tiles for 132 SMs (0.24 waves)" in text
+    assert "fewer tiles than that\nleaves SMs idle" in text
