@@ -85,6 +85,10 @@ class StopRules(Strict):
     better, at or below it where lower is); none: no target."""
     patience: int = Field(20, ge=1)
     """Stop after this many evaluated candidates in a row without a keep."""
+    patience_below: int | None = Field(None, ge=1)
+    """The patience while the best is still below the baseline (the harness's reference: 1.0× cuBLAS, say):
+    none, a run that has not matched its baseline goes on while its budget lasts. A harness without a
+    reference (cycles) has the one patience."""
     min_gain: float = Field(0.01, ge=0)
     """A challenger must beat the incumbent by more than this fraction, head to head."""
 

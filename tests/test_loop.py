@@ -291,3 +291,31 @@ def test_on_several_devices_the_next_batch_is_proposed_and_built_while_one_is_me
     assert len(harness.built) > len({c.source_hash for c in cands if c.status != "rejected"})  # built ahead too
     assert len({c.source_hash for c in cands}) == len(cands)  # and nothing proposed twice
     assert len(report.lineage(store, run_id)) >= 4
+
+
+class BelowCublas(ReplayHarness):
+    """Every kernel at half its stand-in score: the best stays below cuBLAS (at most 0.63×)."""
+
+    def recorded(self, source: str) -> dict:
+        rec = super().recorded(source)
+        r = {k: v * 0.5 for k, v in rec["metrics"]["ratio"].items()}
+        return rec | {"metrics": rec["metrics"] | {"ratio": r}}
+
+
+@pytest.mark.parametrize("below, reason", [(None, "budget spent: 30 candidates"),
+                                           (6, "patience: 6 candidates in a row without a keep (below cuBLAS)")])
+def test_a_run_below_its_baseline_is_not_ended_by_the_patience_of_one_above_it(store, below, reason):
+    overrides = ["stop.patience=3", "budget.candidates=30"] + ([f"stop.patience_below={below}"] if below else [])
+    campaign = campaigns.load("hopper-gemm", overrides)
+    agent = SearchAgent(campaign)
+    loop = Loop(campaign, store, BelowCublas(agent.space), agent, workers=2)
+    run_id = loop.start({})
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run.stop_reason == reason
+        assert 0 < run.best.measurement.metrics["ratio"]["median"] < 1.0
+    streak = longest = 0
+    for c in candidates(store, run_id):
+        streak = 0 if c.status == "kept" else streak + (c.status != "rejected")
+        longest = max(longest, streak)
+    assert longest >= 6  # the patience of a run above its baseline would have ended this one

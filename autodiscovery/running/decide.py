@@ -37,8 +37,11 @@ def stop_reason(h: History, campaign: Campaign, elapsed_s: float, llm_usage: tup
         if r.kept:
             break
         streak += counted(r.status)
-    if streak >= stop.patience:
-        return f"patience: {streak} candidates in a row without a keep"
+    below = objective.reference is not None and best is not None and not objective.reached(best, objective.reference)
+    patience = stop.patience_below if below else stop.patience
+    if patience is not None and streak >= patience:
+        return f"patience: {streak} candidates in a row without a keep" + (
+            f" (below {objective.reference_name or 'the baseline'})" if below else "")
     return None
 
 
