@@ -105,3 +105,58 @@ def test_the_llm_prompt_states_the_incumbents_fit(space):
     text = harness.hardware({}, History([inc], inc, GEMM))
     assert "The incumbent's 128×256 tiles: 32 tiles for 132 SMs (0.24 waves)" in text
     assert "fewer tiles than that\nleaves SMs idle" in text
+
+
+def record_run(store, shape: tuple[int, int, int], family: str, knobs: dict, ratio: float, gpu: str = "H100",
+               dry: bool = False) -> int:
+    """A finished hopper-gemm run at `shape` whose best is (family, knobs), as the loop records one."""
+    from autodiscovery.store.models import Candidate, Evaluation, Run
+
+    campaign = campaigns.load("hopper-gemm", [f"problem.{k}={v}" for k, v in zip("MNK", shape)])
+    with store.session() as s:
+        run = Run(campaign="hopper-gemm", agent="search", config=campaign.model_dump(mode="json"),
+                  fingerprint={"gpu": gpu, **({"dry_run": True} if dry else {})}, status="finished")
+        s.add(run)
+        s.flush()
+        best = Candidate(run_id=run.id, seq=1, family=family, knobs=knobs, source="// k", source_hash="h",
+                         status="kept")
+        s.add(best)
+        s.flush()
+        s.add(Evaluation(candidate_id=best.id, status="ok", metrics={"ratio": {"median": ratio}}))
+        run.best_candidate_id = best.id
+        return run.id
+
+
+def test_a_run_starts_from_the_best_recorded_at_the_nearest_shapes(space, tmp_path):
+    from autodiscovery.store import Store
+
+    store = Store(tmp_path / "runs.db")
+    near = {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}
+    far = {"BM": 128, "BN": 128}
+    record_run(store, (4096, 4096, 4096), "wgmma_persistent", far, 1.01)
+    nearest = record_run(store, (512, 4096, 14336), "wgmma_cluster", near, 0.97)
+    record_run(store, (256, 4096, 14336), "wgmma_tma", {"BM": 64}, 1.2, gpu="H200")  # another GPU
+    record_run(store, (256, 4096, 14336), "wgmma_tma", {"BM": 64}, 1.2, dry=True)  # a dry run measures nothing
+    record_run(store, (256, 4096, 14336), "wgmma_tma", {"NOT_A_KNOB": 1}, 1.2)  # not of this space
+
+    harness, campaign = harness_at(*SKINNY)
+    agent = SearchAgent(campaign)
+    agent.bind(store, 99, harness, {"gpu": "H100"})
+    seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
+    moves = agent.propose(History([seed], seed, GEMM), 4)
+    assert [(p.family, p.proposer) for p in moves] == [("wgmma_cluster", "search:warm"),
+                                                       ("wgmma_persistent", "search:warm")]
+    assert moves[0].knobs == space.families["wgmma_cluster"].default | near
+    assert f"the best of run {nearest} at 512×4096×14336, 0.970× there" in moves[0].hypothesis
+    assert "Here: 64×128 tiles" in moves[0].hypothesis
+
+    # once measured, the climb goes on from there, and no warm move is proposed twice
+    records = [seed] + [Record(seq=i + 1, family=p.family, knobs=p.knobs, status="reverted", score=0.5,
+                               kept=False, source_hash=str(i)) for i, p in enumerate(moves)]
+    after = agent.propose(History(records, seed, GEMM), 4)
+    assert after and all(p.proposer != "search:warm" for p in after)
+
+    agent = SearchAgent(campaigns.load("hopper-gemm", [*(f"problem.{k}={v}" for k, v in zip("MNK", SKINNY)),
+                                                        "agent.search.warm_start=0"]))
+    agent.bind(store, 99, harness, {"gpu": "H100"})
+    assert all(p.proposer != "search:warm" for p in agent.propose(History([seed], seed, GEMM), 4))

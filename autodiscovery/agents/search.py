@@ -1,6 +1,8 @@
 """The built-in search agent: climbs the ladder of kernel families, then tunes knobs.
 
-Structural moves come first (the next untried family above the incumbent's, at its default), since
+A run starts from what the database knows: the best configurations recorded at the nearest other
+problems (`warm_start`) are measured first. Structural moves come next (the next untried family above
+the incumbent's, at its default, or where the harness's fit of the shape puts its tile knobs), since
 the large gains are structural; then knob moves: first the neighbours of the family's best (one knob
 to another value, nearest first; where that breaks a constraint, with one more knob changed to repair
 it), a hill climb that follows each keep; once those are all tried, Optuna's TPE sampler fitted to
@@ -9,13 +11,15 @@ but did not win, and a lower one whose best is within `CLOSE` of the incumbent. 
 rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
 where the gains are likely; the search is exhausted only when every valid configuration of those
 families was tried. When to stop otherwise is the loop's (budget, target, `stop.patience`). The agent
-keeps no state of its own: everything is rebuilt from the history, so a resumed run continues the same
-walk, and a given `agent.search.seed` gives the same walk.
+keeps no state of its own: everything is rebuilt from the history (and the warm start from the
+database, where the runs it draws on are finished), so a resumed run continues the same walk, and a
+given `agent.search.seed` gives the same walk.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from typing import Any
 
@@ -46,6 +50,9 @@ class SearchSettings(Strict):
     the run ends by the loop's stop rules, or when every valid configuration was tried)."""
     batch: int = Field(4, ge=1, le=64)
     """Candidates proposed at once, built in parallel."""
+    warm_start: int = Field(3, ge=0)
+    """Configurations recorded at other problems to try first: the best of each of this many runs of the
+    same space, harness, element types and GPU in the database, nearest problem first (0: none)."""
     overlap: bool | None = None
     """Propose and build the next batch while the current one is measured (it then sees the verdicts of
     the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
@@ -66,10 +73,16 @@ class SearchAgent(AgentBase):
         self.overlap_setting = s.overlap
         self.overlap = bool(s.overlap)
         self.shape = campaign.problem.names()
+        self.warm_start = s.warm_start
+        self.problem = campaign.problem.model_dump(mode="json")
+        self.harness_name = campaign.harness.name
         self.harness = None
+        self.warm: list[tuple[str, dict[str, Any], str]] = []
 
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.harness = harness
+        if store is not None and self.warm_start:
+            self.warm = self.recorded_bests(store, run_id, fingerprint)
         if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
             self.overlap = harness.parallel > 1
 
@@ -78,10 +91,64 @@ class SearchAgent(AgentBase):
         seed.family = self.space.family_of_source(seed.source)
         return seed
 
+    # ---- warm start --------------------------------------------------------------------------
+    def recorded_bests(self, store, run_id: int, fingerprint: dict) -> list[tuple[str, dict[str, Any], str]]:
+        """(family, knobs, where it comes from) of the best candidates of the `warm_start` runs nearest this
+        problem (the sum of |log| of the size ratios) among those of the same harness, the same problem
+        but for its sizes, on the same GPU, whose best is a configuration of this space."""
+        from autodiscovery.store import Run
+
+        sizes = set(self.shape)
+        fixed = {k: v for k, v in self.problem.items() if k not in sizes}
+        found = []
+        with store.session() as s:
+            for run in s.query(Run).filter(Run.id != run_id, Run.best_candidate_id.is_not(None)):
+                config, best = run.config or {}, run.best
+                problem = config.get("problem") or {}
+                if ((config.get("harness") or {}).get("name") != self.harness_name or run.fingerprint.get("dry_run")
+                        or {k: v for k, v in problem.items() if k not in sizes} != fixed
+                        or run.fingerprint.get("gpu") != fingerprint.get("gpu")
+                        or not all(isinstance(problem.get(k), int) and problem[k] > 0 for k in sizes)):
+                    continue
+                fam = self.space.families.get(best.family or "")
+                if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
+                    continue
+                distance = sum(abs(math.log(problem[k] / v)) for k, v in self.shape.items())
+                score = (best.measurement.metrics if best.measurement else {})
+                where = "×".join(str(problem[k]) for k in self.shape)
+                found.append((distance, run.id, fam.name, {**fam.default, **best.knobs}, where, score))
+        out, seen = [], set()
+        for distance, rid, family, knobs, where, metrics in sorted(found, key=lambda f: f[:2]):
+            if (family, canon(knobs)) in seen:
+                continue
+            seen.add((family, canon(knobs)))
+            there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
+            out.append((family, knobs, f"the best of run {rid} at {where}{there}"))
+            if len(out) == self.warm_start:
+                break
+        return out
+
+    def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
+        out = []
+        for family, knobs, where in self.warm:
+            fam = self.space.families[family]
+            if len(out) >= n or (family, canon(knobs)) in tried or fam.violations(knobs, self.shape):
+                continue
+            tried.add((family, canon(knobs)))
+            fit = getattr(self.harness, "fit", None)
+            fitted = fit(self.space.render(family, knobs), knobs) if fit is not None else None
+            here = f" Here: {fitted.describe()}." if fitted is not None else ""
+            settings = ", ".join(f"{k}={v}" for k, v in knobs.items())
+            out.append(self._proposal(fam, knobs, f"Warm start from {where}: {family} at {settings}, recorded at "
+                                                  f"a nearby problem.{here}", "warm"))
+        return out
+
     # ---- the walk ---------------------------------------------------------------------------
     def propose(self, history: History, n: int) -> list[Proposal]:
-        out: list[Proposal] = []
         tried = {(r.family, canon(r.knobs)) for r in history.records}
+        out: list[Proposal] = self._warm_moves(tried, n)
+        if out:  # measured first: the climb below starts from where they leave the incumbent
+            return out
         inc_rung = self._rung(history.incumbent)
         for fam in self.space.ladder():
             if len(self._valid(out)) >= n:
