@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -93,6 +93,13 @@ class StopRules(Strict):
     """A challenger must beat the incumbent by more than this fraction, head to head."""
 
 
+class SuiteEntry(Strict):
+    label: str = Field(min_length=1, max_length=60)
+    """How the dispatch table names it (a layer and a token count: "qkv · 16")."""
+    problem: dict[str, Any]
+    """The fields of `problem` this entry sets (M, N and K, say); the rest are the campaign's."""
+
+
 class Campaign(Strict):
     name: str
     """Campaign name, shown in `runs`."""
@@ -109,6 +116,26 @@ class Campaign(Strict):
     budget: Budget = Budget()
     stop: StopRules = StopRules()
     executor: ExecutorSettings = ExecutorSettings()
+    suite: list[SuiteEntry] | None = None
+    """Several problems tuned in turn, a run each (`budget` and `stop` are each one's), the suite's run
+    recording the dispatch table: each problem's best kernel (none: the one `problem`)."""
+
+    @field_validator("suite")
+    @classmethod
+    def _labels(cls, v):
+        if v is not None:
+            if not v:
+                raise ValueError("a suite names at least one problem")
+            seen = [e.label for e in v]
+            if dup := next((x for x in seen if seen.count(x) > 1), None):
+                raise ValueError(f"the label '{dup}' is given twice: each problem of a suite has its own")
+        return v
+
+    def entry(self, entry: SuiteEntry, source: str = "campaign") -> Campaign:
+        """The campaign of one problem of the suite: the problem's fields set, no suite."""
+        data = self.model_dump(mode="json") | {"suite": None, "name": f"{self.name}/{entry.label}"}
+        data["problem"] = {**data.get("problem", {}), **entry.problem}
+        return validate(data, f"{source}: suite entry '{entry.label}'")
 
     def seed_path(self) -> Path:
         p = Path(self.seed)
@@ -264,6 +291,8 @@ def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Camp
     for assignment in overrides:
         apply_override(data, assignment)
     campaign = validate(data, path.name, overrides)
+    for entry in campaign.suite or []:  # every problem of a suite is checked before anything runs
+        campaign.entry(entry, path.name)
     if not campaign.seed_path().is_file():
         raise CampaignError(f"{blame('seed', path.name, overrides)}: seed: file not found: {campaign.seed_path()}")
     return campaign

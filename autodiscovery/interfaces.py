@@ -74,11 +74,11 @@ class Objective:
 
 
 VIEWS = ("live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "replay-now", "report",
-         "summary", "prompt")
+         "summary", "prompt", "suite")
 """Where a harness's `Column` may appear: the live view of a run, `show RUN`, `lineage`, `diff`,
 `measure`, `ladder`, `replay` (recorded and measured again; `replay-now`: measured again only), the
-HTML report's lineage, the one-line summaries of a run's best (`run`, the report's header), and the
-LLM agent's prompts (after a score: '0.877× …, 677.4 TFLOP/s')."""
+HTML report's lineage, the one-line summaries of a run's best (`run`, the report's header), the
+LLM agent's prompts (after a score: '0.877× …, 677.4 TFLOP/s') and a suite's dispatch table."""
 
 
 @dataclass(frozen=True)

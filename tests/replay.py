@@ -335,3 +335,24 @@ class RecordedRuns(HarnessBase):
         a = self.objective.read(self._recorded(challenger[0])["metrics"])
         b = self.objective.read(self._recorded(incumbent[0])["metrics"])
         return Outcome("ok", {"ratio": {"median": a / b, "ci_low": a / b * 0.995, "ci_high": a / b * 1.005}}, "", 0.0)
+
+
+class ShapedReplay(CampaignReplay):
+    """The replayed harness at the campaign's own shape: a manifest's `requires` refuse what they refuse
+    there, and every score is scaled by the shape (smaller M, lower), so each problem of a suite has a
+    best of its own."""
+
+    class Settings(HopperGemmHarness.Settings):
+        name: str = "replay:ShapedReplay"
+
+    def __init__(self, campaign) -> None:
+        super().__init__(campaign)
+        self.shape = (campaign.problem.M, campaign.problem.N, campaign.problem.K)
+
+    def check(self, source: str):
+        return resolve(parse(source), *self.shape)
+
+    def recorded(self, source: str) -> dict:
+        rec = super().recorded(source)
+        scale = min(1.0, self.shape[0] / 4096) ** 0.1
+        return rec | {"metrics": rec["metrics"] | {"ratio": {k: v * scale for k, v in rec["metrics"]["ratio"].items()}}}

@@ -160,3 +160,13 @@ def test_a_run_starts_from_the_best_recorded_at_the_nearest_shapes(space, tmp_pa
                                                         "agent.search.warm_start=0"]))
     agent.bind(store, 99, harness, {"gpu": "H100"})
     assert all(p.proposer != "search:warm" for p in agent.propose(History([seed], seed, GEMM), 4))
+
+
+def test_every_measurement_states_the_other_cublas():
+    cols = {c.key: c for c in HopperGemmHarness.columns}
+    vs = {"gemmex": {"median": 1.02}, "best_lt": {"median": 0.97}}
+    assert cols["x_best_lt"].value({"baseline": "gemmex", "vs": vs}) == 0.97
+    assert cols["x_gemmex"].value({"baseline": "gemmex", "vs": vs}) is None  # that one is the objective
+    assert cols["x_gemmex"].value({"baseline": "best_lt", "vs": vs}) == 1.02
+    assert cols["x_best_lt"].value({"baseline": "gemmex"}) is None  # measured before both were timed
+    assert cols["x_best_lt"].named(0.97) == "0.970× best Lt"

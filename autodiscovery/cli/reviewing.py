@@ -145,6 +145,14 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
         for p in pngs:
             say(f"wrote {p}")
         return
+    from autodiscovery.running.suite import is_suite
+
+    if is_suite(db, run_id):  # a suite's report is its dispatch table (each problem's run has its own)
+        data = report.dispatch(db, run_id)
+        if as_json:
+            return emit_json({k: v for k, v in data.items() if k != "harness"})
+        console.print(display.dispatch_table(data))
+        return
     table, data = report.summary(db, run_id)
     if as_json:
         return emit_json({"lineage": report.lineage(db, run_id), "harness": data})

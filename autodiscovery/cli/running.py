@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -25,7 +26,7 @@ from autodiscovery.cli.common import (
     store,
 )
 from autodiscovery.review import display, report
-from autodiscovery.running import runner
+from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
 
 
@@ -92,6 +93,8 @@ def run(
         err.print("stopping after the current candidate (Ctrl-C again to stop at once)", soft_wrap=True)
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
+    if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(db, resume)):
+        return _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous)
     try:
         if resume is None:
             run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
@@ -127,6 +130,36 @@ def run(
         f"See `autodiscovery lineage {run_id}`" + (f" and `autodiscovery report {run_id}`." if table else "."))
     if summary["status"] == "failed":
         raise typer.Exit(1)
+
+
+def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous) -> None:
+    """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
+    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    try:
+        with console.status("suite") if quiet else contextlib.nullcontext() as status:
+            progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
+            if resume is None:
+                run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
+            else:
+                run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)
+    except KeyboardInterrupt:
+        where = f"autodiscovery run --resume {started[0]}" if started else "autodiscovery run --resume <id>"
+        err.print(f"interrupted: everything so far is saved; continue with `{where}`", soft_wrap=True)
+        raise typer.Exit(130) from None
+    except AutoDiscoveryError as exc:
+        if started:
+            raise AutoDiscoveryError(f"{exc}; suite {started[0]} is saved: continue with "
+                                     f"`autodiscovery run --resume {started[0]}`") from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    console.print(display.dispatch_table(report.dispatch(db, run_id)))
+    summary = report.run_row(db, run_id)
+    if stop.requested:
+        say(f"suite {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
+        raise typer.Exit(130)
+    say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `autodiscovery report {run_id}`; "
+        f"`autodiscovery export {run_id} --library DIR` writes the tuned kernels as a library.")
 
 
 @app.command()

@@ -305,6 +305,44 @@ def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Any) -> T
     return t
 
 
+class _Shown:
+    """A harness's columns, less those no row has a value of."""
+
+    def __init__(self, harness: Any, keys: set[str]) -> None:
+        self.columns = [c for c in harness.columns if c.key in keys]
+
+
+def dispatch_table(data: dict) -> Table:
+    """A suite's dispatch table: each problem, the kernel its run found best, its figures; where a
+    problem has no best yet, its run's state says why."""
+    objective = data["harness"].objective
+    harness = _Shown(data["harness"], {k for r in data["rows"] for k, v in r["figures"].items() if v is not None})
+    t = Table(title=f"suite {data['run']} ({data['campaign']}): dispatch table", box=box.SIMPLE_HEAD,
+              padding=(0, 1, 0, 0), show_edge=False,
+              caption=f"{data['status']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
+    heads = ["problem", "shape", "run", "kernel", *figure_heads(harness, "suite", False), objective.name,
+             *figure_heads(harness, "suite", True), "cands"]
+    cells = []
+    for r in data["rows"]:
+        if r["score"] is not None:  # its configuration: `lineage RUN`, or the --json
+            kernel = f"{r['family'] or '?'} #{r['best_seq']}"
+        else:
+            kernel = f"[red]{r['stop_reason'] or r['status']}[/]"
+        cells.append([r["label"], r["shape"], fmt(r["run"], "d"), kernel,
+                      *figure_cells(harness, "suite", r["figures"], False), fmt(r["score"], objective.spec),
+                      *figure_cells(harness, "suite", r["figures"], True), str(r["evaluated"])])
+    for i, col in enumerate(heads):
+        width = max([len(col), *(len(c[i]) for c in cells)])
+        if col == "kernel":
+            t.add_column(col, overflow="fold", ratio=1, min_width=12)
+        else:  # the label folds past 12 characters; the figures stay whole
+            t.add_column(col, no_wrap=col != "problem", overflow="fold" if col == "problem" else "ellipsis",
+                         min_width=min(width, 12) if col == "problem" else width)
+    for c in cells:
+        t.add_row(*c)
+    return t
+
+
 def sections_table(sections: list[Section]) -> Group:
     """A harness's report tables, one after the other."""
     tables = []

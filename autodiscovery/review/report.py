@@ -311,3 +311,39 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
             raise NotFound(f"run {run_id} has no kept candidate to export")
         return run.best.source, candidate_row(run.best, harness_of(run)) | {
             "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu")}
+
+
+def dispatch(store: Store, run_id: int) -> dict:
+    """A suite's dispatch table: for each of its problems, in the suite's order, the run that tuned it
+    and that run's best (its objective, interval, the harness's suite figures), or why there is none."""
+    from autodiscovery.campaign import validate
+
+    with store.session() as s:
+        parent = _run(s, run_id)
+        if not (parent.config or {}).get("suite"):
+            raise NotFound(f"run {run_id} is not a suite (its campaign names no `suite:`)")
+        harness = harness_of(parent)
+        kids = {r.campaign.removeprefix(f"{parent.campaign}/"): r
+                for r in s.scalars(select(Run).where(Run.parent_id == run_id).order_by(Run.id))}
+        campaign = validate(parent.config, f"campaign of run {run_id}")
+        rows = []
+        for entry in campaign.suite:
+            child, problem = kids.get(entry.label), campaign.entry(entry).problem
+            row = {"label": entry.label, "problem": problem.model_dump(mode="json"), "shape": problem.describe(),
+                   "run": None, "status": "not yet run", "stop_reason": None, "best_seq": None, "family": None,
+                   "knobs": {}, "score": None, "score_text": "–", "ci_low": None, "ci_high": None, "figures": {},
+                   "evaluated": 0, "elapsed_s": 0.0}
+            if child is not None:
+                row |= {"run": child.id, "status": child.status, "stop_reason": child.stop_reason,
+                        "evaluated": tally(c.status for c in child.candidates)["evaluated"],
+                        "elapsed_s": child.elapsed_s}
+                if child.best is not None:
+                    m = _metrics(child.best, harness)
+                    row |= {"best_seq": child.best.seq, "family": child.best.family, "knobs": dict(child.best.knobs),
+                            **{k: m[k] for k in ("score", "score_text", "ci_low", "ci_high")},
+                            "figures": {k: v for k, v in m["figures"].items()
+                                        if k in {c.key for c in columns(harness, "suite")}}}
+            rows.append(row)
+        return {"run": run_id, "campaign": parent.campaign, "status": parent.status, "stop_reason": parent.stop_reason,
+                "device": parent.fingerprint.get("gpu"), "objective": harness.objective.name, "harness": harness,
+                "rows": rows}

@@ -91,10 +91,10 @@ class Ledger:
 
     @classmethod
     def create(cls, store: Store, campaign: str, agent: str, config: dict, fingerprint: dict,
-               objective: Objective) -> Ledger:
-        """A new run, and its ledger."""
+               objective: Objective, parent_id: int | None = None) -> Ledger:
+        """A new run (one problem of the suite `parent_id`), and its ledger."""
         with store.session() as s:
-            run = Run(campaign=campaign, agent=agent, config=config, fingerprint=fingerprint)
+            run = Run(campaign=campaign, agent=agent, config=config, fingerprint=fingerprint, parent_id=parent_id)
             s.add(run)
             s.flush()
             run_id = run.id

@@ -65,10 +65,12 @@ class Loop:
     """Called with the run id as soon as the run exists (so an interrupted start can name it)."""
     seed: Proposal | None = None
     """A new run's first candidate; none: the agent's seed proposal."""
+    parent_id: int | None = None
+    """The suite a new run tunes one problem of."""
 
     def start(self, fingerprint: dict) -> int:
         ledger = Ledger.create(self.store, self.campaign.name, self.agent.name, self.campaign.model_dump(mode="json"),
-                               fingerprint, self.harness.objective)
+                               fingerprint, self.harness.objective, self.parent_id)
         return self.drive(ledger.run_id)
 
     def drive(self, run_id: int) -> int:

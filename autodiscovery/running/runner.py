@@ -70,7 +70,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
 
 def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
           dry_run: bool = False, stop: Stop | None = None, started=None, from_: str | None = None,
-          campaign: Campaign | None = None) -> int:
+          campaign: Campaign | None = None, parent_id: int | None = None) -> int:
     """A new run of a campaign (`campaign` when it is already loaded with these overrides); with `from_`
     (RUN[/SEQ]) its seed is that recorded candidate and the campaign is that run's unless one is named."""
     seed = None
@@ -92,7 +92,7 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
     loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
-                started=started, seed=seed)
+                started=started, seed=seed, parent_id=parent_id)
     return loop.start(fingerprint)
 
 

@@ -224,3 +224,9 @@ def m005_build_facts(conn: Connection) -> None:
         conn.execute(builds.update().where(builds.c.id == row["id"]).values(facts=facts))
     for name in theirs:
         conn.execute(text(f'ALTER TABLE builds DROP COLUMN "{name}"'))
+
+
+@migration
+def m006_suite_parent(conn: Connection) -> None:
+    """A suite's runs (one per problem) point at the suite's own run."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN parent_id INTEGER REFERENCES runs(id)"))

@@ -69,6 +69,8 @@ class Run(Base):
     owner: Mapped[str | None] = mapped_column(String(300), default=None)
     """The process driving the run (host:pid:start), or None: the lease that keeps two drivers apart."""
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime, default=None)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), default=None)
+    """The suite this run tunes one problem of (None: a run of its own)."""
 
     candidates: Mapped[list[Candidate]] = relationship(
         back_populates="run", foreign_keys="Candidate.run_id", order_by="Candidate.seq"

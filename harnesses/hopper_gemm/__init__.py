@@ -67,6 +67,7 @@ class HopperGemmHarness(HarnessBase):
         self.peak_tflops: float | None = None
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
+        self.best_lt: dict | None = None
         self._helpers: str | None = None
         self.gpus: list[int] | None = None
         """The GPU indices evaluations are pinned to, one at a time each (None: the default device)."""
@@ -109,8 +110,9 @@ class HopperGemmHarness(HarnessBase):
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
                                "H100/H200 with its driver") from None
         gpus = self._choose() if self.settings.gpus is not None else None
-        job = {"mode": "fingerprint", "baseline": self.settings.baseline, "shape": list(self.shape),
-               "helpers": self.helpers() if self.settings.baseline == "best_lt" else None}
+        lt = self.settings.baseline == "best_lt" or self.settings.both_baselines
+        job = {"mode": "fingerprint", "baseline": self.settings.baseline, "both": self.settings.both_baselines,
+               "shape": list(self.shape), "helpers": self.helpers() if lt else None}
         out = self._child(job, timeout_s=180, gpu=gpus[0] if gpus else None)
         if out.status != "ok":
             raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
@@ -176,6 +178,8 @@ class HopperGemmHarness(HarnessBase):
         self.sms, self.device = fingerprint.get("sms", self.sms), fingerprint.get("gpu", self.device)
         self.peak_tflops = fingerprint.get("peak_tflops", self.peak_tflops)
         self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
+        self.best_lt = fingerprint.get("best_lt") if self.baseline.get("kind") != "best_lt" else self.baseline
+        """The cuBLASLt algorithm chosen for the shape (the baseline's or the one timed beside it), or None."""
 
     def helpers(self) -> str:
         """The cubin of the harness's own kernels (input draws, checks), built like a candidate, once."""
@@ -343,7 +347,7 @@ class HopperGemmHarness(HarnessBase):
             except (ManifestError, sandbox.RefusedSource) as exc:
                 return Outcome("rejected", log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
-               "settings": self.settings.model_dump(mode="json"), "lt_algo": self.baseline.get("algo_index"), **extra}
+               "settings": self.settings.model_dump(mode="json"), "lt_algo": (self.best_lt or {}).get("algo_index"), **extra}
         notes = []
         for attempt in range(2):
             gpu = self._take()

@@ -107,7 +107,7 @@ class Bench:
     """A pool of input/output slots, cuBLAS, the helper kernels and a stream, for one problem shape."""
 
     def __init__(self, M: int, N: int, K: int, info: DeviceInfo, helpers_cubin: str,
-                 baseline: str = "gemmex", lt_algo: int | None = None) -> None:
+                 baseline: str = "gemmex", lt_algo: int | None = None, both: bool = False) -> None:
         self.M, self.N, self.K = M, N, K
         self.info = info
         self.stream = cp.cuda.Stream(non_blocking=True)
@@ -122,6 +122,9 @@ class Bench:
         self.checks: list[Check] = []
         self._stats: list[cp.ndarray] = []
         self.baseline = self._baseline(baseline, lt_algo)
+        self.other_kind = ("best_lt" if baseline == "gemmex" else "gemmex") if both else None
+        """The other cuBLAS, timed beside the baseline so that every result states both (None: not timed)."""
+        self.other = self._baseline(self.other_kind, lt_algo) if both else None
 
     # ---- the pool -----------------------------------------------------------------------
     @property
@@ -234,11 +237,13 @@ class Bench:
 
     # ---- timing -------------------------------------------------------------------------
     def launchers(self, kernels: dict[str, Kernel | None]) -> dict[str, Callable[[int], None]]:
-        """One launcher per name (None means the cuBLAS baseline), each taking a slot index."""
+        """One launcher per name (None means the cuBLAS baseline, or under the other baseline's name, that
+        one), each taking a slot index."""
         out: dict = {}
         for name, kernel in kernels.items():
             if kernel is None:
-                out[name] = lambda i: self.baseline(*self.slot(i))
+                fn = self.other if name == self.other_kind else self.baseline
+                out[name] = lambda i, fn=fn: fn(*self.slot(i))
             else:
                 params: dict[int, int] = {}
 

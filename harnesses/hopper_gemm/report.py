@@ -22,12 +22,23 @@ def _pct_peak(m: dict, b: dict) -> float | None:
     return 100 * t / peak if t and peak else None
 
 
+def _versus(kind: str):
+    """× the other cuBLAS (timed in the same rotation), where the objective is not already that one."""
+    return lambda m, b: m["vs"][kind]["median"] if m.get("baseline", "gemmex") != kind else None
+
+
 EVERYWHERE = frozenset({"live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "report",
-                        "summary", "prompt"})
+                        "summary", "prompt", "suite"})
 COLUMNS = (
     Column("tflops", "TFLOP/s", _tflops, ".1f", EVERYWHERE),
     Column("cublas_tflops", "cuBLAS TFLOP/s", lambda m, b: (m.get("tflops") or {}).get("cublas"), ".1f",
            frozenset({"measure"})),
+    Column("x_best_lt", "× best Lt", _versus("best_lt"), ".3f",
+           frozenset({"measure", "lineage", "ladder", "report", "summary", "suite"}), after=True, joiner="",
+           note="× the fastest of cuBLASLt's heuristic algorithms for the shape, timed in the same rotation as "
+                "cublasGemmEx (above 1: faster than it)"),
+    Column("x_gemmex", "× GemmEx", _versus("gemmex"), ".3f", frozenset({"measure", "report", "summary", "suite"}),
+           after=True, joiner="", note="× cublasGemmEx, timed in the same rotation as the best cuBLASLt algorithm"),
     Column("pct_peak", "% of peak", _pct_peak, ".1f", frozenset({"replay-now", "report"}),
            note="of the dense bf16 tensor-core peak at the highest SM clock (SMs × clock × 4096 FLOP a cycle)"),
     Column("sm_clock_mhz", "SM MHz", lambda m, b: m["power"]["sm_clock_mhz"]["mean"], ".0f",

@@ -58,6 +58,9 @@ class Settings(Strict):
     baseline: Literal["gemmex", "best_lt"] = "gemmex"
     """The cuBLAS the candidates are timed against: cublasGemmEx's default algorithm, or the fastest of
     cuBLASLt's top heuristic algorithms for the shape (32 MiB workspace), chosen once per shape."""
+    both_baselines: bool = True
+    """Time the other cuBLAS too (the best cuBLASLt algorithm beside cublasGemmEx, or the reverse) in the
+    same interleaved rotation, so every measurement states × each; the objective stays `baseline`."""
     warmup_ms: float = Field(200.0, ge=0)
     """Untimed launches, alternating between the kernels, for about this long before timing."""
     repetitions: int = Field(40, ge=10)

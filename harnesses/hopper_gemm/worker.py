@@ -85,16 +85,23 @@ def fingerprint(job: dict) -> dict:
         out["power_limit_w"] = pynvml.nvmlDeviceGetPowerManagementLimit(h) / 1000
     except Exception as exc:  # NVML is optional: the fingerprint notes its absence
         out["driver"] = f"unknown (NVML: {exc})"
-    if job.get("baseline") == "best_lt":  # chosen once per shape, then named in every evaluation
+    out["baseline"] = {"kind": job.get("baseline") or "gemmex"}
+    if job.get("baseline") == "best_lt" or job.get("both"):  # chosen once per shape, then named in every evaluation
+        from harnesses.hopper_gemm.gpu import CudaError
         from harnesses.hopper_gemm.measure import Bench
 
         M, N, K = job["shape"]
-        bench = Bench(M, N, K, info, job["helpers"], "best_lt")
-        out["baseline"] = {"kind": "best_lt", "shape": [M, N, K], "cublaslt": _version(bench.lt.version, True),
-                           **{k: v for k, v in bench.lt_choice.items() if k != "ms"},
-                           "ms": {str(k): round(v, 5) for k, v in bench.lt_choice["ms"].items()}}
-    else:
-        out["baseline"] = {"kind": "gemmex"}
+        try:
+            bench = Bench(M, N, K, info, job["helpers"], "best_lt")
+        except CudaError as exc:
+            if job.get("baseline") == "best_lt":
+                raise
+            out["best_lt"] = {"kind": "best_lt", "error": str(exc)}  # then only cublasGemmEx is timed
+            return out
+        choice = {"kind": "best_lt", "shape": [M, N, K], "cublaslt": _version(bench.lt.version, True),
+                  **{k: v for k, v in bench.lt_choice.items() if k != "ms"},
+                  "ms": {str(k): round(v, 5) for k, v in bench.lt_choice["ms"].items()}}
+        out["baseline" if job.get("baseline") == "best_lt" else "best_lt"] = choice
     return out
 
 
@@ -123,7 +130,8 @@ def benchmark(job: dict) -> dict:
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
     info = device_info()
-    bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"))
+    both = job["mode"] == "benchmark" and job.get("lt_algo") is not None and s.get("both_baselines", True)
+    bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"), both)
     t_init = time.perf_counter() - T0
     metrics: dict = {"device": info.name}
     t = time.perf_counter()
@@ -145,7 +153,7 @@ def benchmark(job: dict) -> dict:
             return {"status": "incorrect", "log": f"{prefix(name)}{exc}", "metrics": metrics}
     t_gate = elapsed(t)
     t = time.perf_counter()
-    order = list(kernels) + (["cublas"] if job["mode"] == "benchmark" else [])
+    order = list(kernels) + (["cublas"] if job["mode"] == "benchmark" else []) + [bench.other_kind] * both
     with PowerSampler(info.pci_bus_id) as sampler:
         below = job.get("screen_below")
         screen = (s["screen_pairs"], lambda t: float(np.median(t[:, 1] / t[:, 0])) < below) if below else None
@@ -180,6 +188,9 @@ def benchmark(job: dict) -> dict:
     ratios = times[:, 1] / times[:, 0]
     metrics["ratio"] = summarize_ratio(ratios.tolist(), s["confidence"])
     metrics["ratios"] = [round(float(r), 5) for r in ratios]
+    if both:  # × each cuBLAS, from the same rotation: no claim rests on the weaker one
+        metrics["vs"] = {s["baseline"]: metrics["ratio"],
+                         bench.other_kind: summarize_ratio((times[:, 2] / times[:, 0]).tolist(), s["confidence"])}
     peak = info.peak_tflops
     for name in order:
         if peak and metrics["tflops"][name] > peak:

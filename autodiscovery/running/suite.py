@@ -1,0 +1,157 @@
+"""Suites: one campaign over several problems (a model's linear layers at several token counts, say),
+each tuned in turn by a run of its own, all under the suite's run.
+
+The suite's run holds no candidates: its problems' runs point at it (`runs.parent_id`), and its dispatch
+table (`rows`) is read from them: each problem's best kernel, its objective and the harness's suite
+figures. Each problem's run is an ordinary run (review, replay and export work on it), started with the
+suite's campaign and that problem's fields; the search agent's warm start lets it begin from the bests
+recorded at the problems tuned before it. A resumed suite resumes the run left unfinished and goes on
+with the problems not yet tuned.
+"""
+
+from __future__ import annotations
+
+from autodiscovery import AutoDiscoveryError
+from autodiscovery.campaign import Campaign, validate
+from autodiscovery.store import Run, Store
+from autodiscovery.store.models import utcnow
+from autodiscovery.toolkit.text import first_line
+
+
+class SuiteError(AutoDiscoveryError):
+    pass
+
+
+def children(store: Store, parent_id: int) -> dict[str, int]:
+    """The runs of a suite by their problem's label (the part of their campaign name after the suite's)."""
+    with store.session() as s:
+        parent = Run.find(s, parent_id)
+        runs = s.query(Run).filter(Run.parent_id == parent_id).order_by(Run.id)
+        return {r.campaign.removeprefix(f"{parent.campaign}/"): r.id for r in runs}
+
+
+def start(campaign: Campaign, overrides: list[str], store: Store, display, stop, started=None,
+          dry_run: bool = False, progress=lambda _: None, make_harness=None) -> int:
+    """A new suite's run, then each problem's run in turn; returns the suite's run id."""
+    with store.session() as s:
+        run = Run(campaign=campaign.name, agent=f"suite of {campaign.agent.kind}",
+                  config=campaign.model_dump(mode="json"), fingerprint={"dry_run": True} if dry_run else {})
+        s.add(run)
+        s.flush()
+        parent_id = run.id
+    if started:
+        started(parent_id)
+    return drive(parent_id, overrides, store, display, stop, dry_run=dry_run, progress=progress,
+                 make_harness=make_harness)
+
+
+def resume(parent_id: int, overrides: list[str], store: Store, display, stop, started=None,
+           allow_new_toolchain: bool = False, progress=lambda _: None, make_harness=None) -> int:
+    with store.session() as s:
+        run = Run.find(s, parent_id)
+        dry_run = bool(run.fingerprint.get("dry_run"))
+    if started:
+        started(parent_id)
+    return drive(parent_id, overrides, store, display, stop, dry_run=dry_run,
+                 allow_new_toolchain=allow_new_toolchain, progress=progress, make_harness=make_harness)
+
+
+def is_suite(store: Store, run_id: int) -> bool:
+    with store.session() as s:
+        run = Run.find(s, run_id)
+        return run is not None and bool((run.config or {}).get("suite"))
+
+
+def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry_run: bool = False,
+          allow_new_toolchain: bool = False, progress=lambda _: None, make_harness=None) -> int:
+    """Each problem's run in turn, from the first not finished; `make_harness` (a campaign -> its harness)
+    stands in for the registry's."""
+    from autodiscovery import registry
+    from autodiscovery.running import runner
+
+    make_harness = make_harness or (lambda c: registry.harness(c.harness.name)(c))
+
+    with store.session() as s:
+        run = Run.find(s, parent_id)
+        campaign = validate(run.config, f"campaign of run {parent_id}")
+        run.status, run.stop_reason = "running", None
+    entries = campaign.suite or []
+    done = 0
+    try:
+        for i, entry in enumerate(entries):
+            if stop.requested:
+                break
+            have = children(store, parent_id)
+            progress(f"{entry.label} ({i + 1} of {len(entries)})")
+            child_id = have.get(entry.label)
+            if child_id is not None:
+                with store.session() as s:
+                    status = Run.find(s, child_id).status
+                if status in ("finished", "failed"):
+                    done += 1
+                    continue
+                with store.session() as s:
+                    child = validate(Run.find(s, child_id).config, f"campaign of run {child_id}")
+                runner.resume(child_id, _own(overrides), store, display, harness=make_harness(child), stop=stop,
+                              allow_new_toolchain=allow_new_toolchain)
+            else:
+                child = campaign.entry(entry, f"suite {parent_id}")
+                harness = make_harness(child)
+                if (why := _refuses(child, harness)) is not None:
+                    _refused(store, parent_id, child, why)
+                else:
+                    runner.start(None, [], store, display, harness=harness, dry_run=dry_run, stop=stop,
+                                 campaign=child, parent_id=parent_id)
+            done += 1
+            if not dry_run and i == 0:
+                _adopt_device(store, parent_id)
+    except BaseException:
+        _close(store, parent_id, "interrupted", "interrupted")
+        raise
+    if stop.requested and done < len(entries):
+        _close(store, parent_id, "interrupted", f"stopped after {done} of {len(entries)} problems")
+    else:
+        _close(store, parent_id, "finished", f"suite: {len(entries)} problems tuned")
+    return parent_id
+
+
+def _own(overrides: list[str]) -> list[str]:
+    """The overrides a resumed problem's run may take: how long and how it goes on."""
+    return [o for o in overrides if o.startswith(("budget.", "stop.", "agent.", "executor."))]
+
+
+def _refuses(child: Campaign, harness) -> str | None:
+    """Why the seed cannot take this problem (its manifest refuses the shape), or None."""
+    from autodiscovery import registry
+
+    try:
+        harness.check(registry.agent(child.agent.kind)(child).seed_proposal(child).source)
+    except AutoDiscoveryError as exc:
+        return first_line(str(exc))
+    return None
+
+
+def _refused(store: Store, parent_id: int, child: Campaign, why: str) -> None:
+    """A problem whose run could not begin, recorded as a failed run with the reason (the table says it)."""
+    with store.session() as s:
+        s.add(Run(campaign=child.name, agent=child.agent.kind, config=child.model_dump(mode="json"),
+                  fingerprint={}, status="failed", stop_reason=f"failed: the seed refuses the problem: {why}",
+                  parent_id=parent_id))
+
+
+def _adopt_device(store: Store, parent_id: int) -> None:
+    """The suite's fingerprint: its first problem's machine (the device and toolchain, not its baseline)."""
+    with store.session() as s:
+        first = s.query(Run).filter(Run.parent_id == parent_id).order_by(Run.id).first()
+        if first is not None and first.fingerprint:
+            run = Run.find(s, parent_id)
+            run.fingerprint = {k: v for k, v in first.fingerprint.items()
+                               if k not in ("baseline", "best_lt", "problem")}
+
+
+def _close(store: Store, parent_id: int, status: str, reason: str) -> None:
+    with store.session() as s:
+        run = Run.find(s, parent_id)
+        kids = s.query(Run).filter(Run.parent_id == parent_id).all()
+        run.status, run.stop_reason = status, reason
+        run.elapsed_s, run.updated_at = sum(k.elapsed_s for k in kids), utcnow()

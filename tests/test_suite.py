@@ -1,0 +1,105 @@
+"""Suites: one campaign over several problems, each tuned by a run of its own under the suite's run; the
+dispatch table read from them; a suite resumed where it stopped; a problem the seed refuses recorded
+with the reason; each later problem's run warm-started from the bests before it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.cli import app
+from autodiscovery.review import report
+from autodiscovery.running import suite
+from autodiscovery.running.loop import Quiet, Stop
+from autodiscovery.store import Run, Store
+from replay import ShapedReplay
+
+SUITE = ("suite=[{label: 'qkv 16', problem: {M: 16, N: 6144, K: 4096}}, "
+         "{label: 'qkv 2048', problem: {M: 2048, N: 6144, K: 4096}}, "
+         "{label: ragged, problem: {M: 100, N: 1000, K: 1001}}]")
+
+
+@pytest.fixture
+def seed(tmp_path):
+    """The naive seed, stating that it needs K % 8 == 0 (so the ragged problem is refused)."""
+    text = (campaigns.SEEDS / "hopper_gemm" / "naive.cu").read_text()
+    path = tmp_path / "naive_k8.cu"
+    path.write_text(text.replace("smem: 0\n", "smem: 0\nrequires: [\"K % 8 == 0\"]\n", 1))
+    return path
+
+
+def overrides(seed) -> list[str]:
+    return ["harness.name=replay:ShapedReplay", SUITE, f"seed={seed}", "budget.candidates=6", "stop.patience=4"]
+
+
+def test_a_suite_tunes_each_problem_and_records_the_dispatch_table(tmp_path, seed):
+    db = str(tmp_path / "runs.db")
+    args = ["--db", db, "run", "--campaign", "hopper-gemm", "--quiet"]
+    for o in overrides(seed):
+        args += ["--set", o]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "dispatch table" in res.output and "suite 1: finished (suite: 3 problems tuned)" in res.output
+
+    data = json.loads(CliRunner().invoke(app, ["--db", db, "report", "1", "--json"]).output)
+    rows = {r["label"]: r for r in data["rows"]}
+    assert list(rows) == ["qkv 16", "qkv 2048", "ragged"]
+    assert rows["qkv 16"]["shape"] == "16×6144×4096" and rows["qkv 16"]["run"] == 2
+    assert rows["qkv 16"]["score"] < rows["qkv 2048"]["score"]  # the stand-in scales with M
+    assert rows["ragged"]["status"] == "failed" and "K % 8 == 0" in rows["ragged"]["stop_reason"]
+    assert rows["ragged"]["score"] is None
+
+    store = Store(db)
+    with store.session() as s:
+        kids = s.query(Run).filter(Run.parent_id == 1).order_by(Run.id).all()
+        assert [k.campaign for k in kids] == ["hopper-gemm/qkv 16", "hopper-gemm/qkv 2048", "hopper-gemm/ragged"]
+        assert kids[1].config["problem"]["M"] == 2048 and kids[1].config["suite"] is None
+        first_of_second = [c for c in kids[1].candidates if c.seq > 0][:1]
+        # the second problem starts from the first one's best, recorded a moment before
+        assert first_of_second and first_of_second[0].proposer == "search:warm"
+        assert f"the best of run {kids[0].id} at 16×6144×4096" in first_of_second[0].hypothesis
+
+    text = CliRunner().invoke(app, ["--db", db, "report", "1"], env={"COLUMNS": "80"}).output
+    assert "qkv 2048" in text and "refuses" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_suite_resumes_where_it_stopped(tmp_path, seed):
+    store = Store(tmp_path / "runs.db")
+    campaign = campaigns.load("hopper-gemm", overrides(seed))
+    made: list[ShapedReplay] = []
+
+    def harness(c, stop_in: str | None = "qkv 2048"):
+        h = ShapedReplay(c)
+        if stop_in and c.name.endswith(stop_in):
+            h.interrupt_after = 1  # Ctrl-C in the middle of the second problem's run
+        made.append(h)
+        return h
+
+    with pytest.raises(KeyboardInterrupt):
+        suite.start(campaign, [], store, Quiet(), Stop(), make_harness=harness)
+    with store.session() as s:
+        assert Run.find(s, 1).status == "interrupted"
+        assert [(k.campaign, k.status) for k in s.query(Run).filter(Run.parent_id == 1).order_by(Run.id)] == [
+            ("hopper-gemm/qkv 16", "finished"), ("hopper-gemm/qkv 2048", "interrupted")]
+
+    suite.resume(1, [], store, Quiet(), Stop(), make_harness=lambda c: harness(c, None))
+    data = report.dispatch(store, 1)
+    assert data["status"] == "finished"
+    assert [(r["label"], r["run"]) for r in data["rows"]] == [("qkv 16", 2), ("qkv 2048", 3), ("ragged", 4)]
+    assert all(r["score"] is not None for r in data["rows"][:2])
+    with store.session() as s:
+        second = Run.find(s, 3)
+        assert second.status == "finished" and second.candidates[0].status == "kept"  # resumed, not started again
+
+
+def test_suite_entries_are_checked_when_the_campaign_loads():
+    with pytest.raises(campaigns.CampaignError, match="suite entry 'b': problem.M"):
+        campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 16}}, {label: b, problem: {M: 0}}]"])
+    with pytest.raises(campaigns.CampaignError, match="the label 'a' is given twice"):
+        campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 16}}, {label: a, problem: {M: 32}}]"])
+    with pytest.raises(campaigns.CampaignError, match="at least one"):
+        campaigns.load("hopper-gemm", ["suite=[]"])
