@@ -66,7 +66,7 @@ def destination(path: Path, folder: bool = False) -> Path:
     if not folder and path.is_dir():
         raise AutoDiscoveryError(f"{path} is a folder: name a file to write (e.g. {path / 'report.html'})")
     if folder and path.exists() and not path.is_dir():
-        raise AutoDiscoveryError(f"{path} is a file: name a folder for the images")
+        raise AutoDiscoveryError(f"{path} is a file: name a folder")
     parent = path if folder else path.parent
     if blocking := next((p for p in [parent, *parent.parents] if p.exists() and not p.is_dir()), None):
         raise AutoDiscoveryError(f"cannot write {path}: {blocking} is a file, not a folder")

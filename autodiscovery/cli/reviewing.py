@@ -182,10 +182,26 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
 @app.command()
 @friendly
 def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
-           out: Annotated[Path, typer.Option(help="Where to write the best kernel's source.")],
+           out: Annotated[Optional[Path], typer.Option(help="Where to write the best kernel's source.")] = None,
+           library: Annotated[Optional[Path], typer.Option(
+               help="Write a callable library into this folder instead: the dispatch table of the run (or of "
+                    "each problem of a suite), the cubins and a Python module, gemm(A, B).")] = None,
     db: DbOption = None,
 ) -> None:
-    """Write the best kernel's source (its launch manifest included) and a JSON summary beside it."""
+    """Write the best kernel's source (its launch manifest included) and a JSON summary beside it; or,
+    with --library, the tuned kernels as a library a program can call."""
+    if (out is None) == (library is None):
+        raise AutoDiscoveryError("give --out FILE (the best kernel's source) or --library DIR (a callable library)")
+    if library is not None:
+        destination(library, folder=True)
+        try:
+            table = report.library(store(db), run_id, library)
+        except OSError as exc:
+            raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
+        shapes = ", ".join("×".join(map(str, k["shape"])) for k in table["kernels"])
+        say(f"wrote {library}/: {len(table['kernels'])} tuned shapes ({shapes}), their cubins and tuned_gemm.py; "
+            f"use it with `sys.path.insert(0, '{library}'); from tuned_gemm import gemm`")
+        return
     source, meta = report.export(store(db), run_id)
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))

@@ -347,3 +347,28 @@ def dispatch(store: Store, run_id: int) -> dict:
         return {"run": run_id, "campaign": parent.campaign, "status": parent.status, "stop_reason": parent.stop_reason,
                 "device": parent.fingerprint.get("gpu"), "objective": harness.objective.name, "harness": harness,
                 "rows": rows}
+
+
+def library(store: Store, run_id: int, folder) -> dict:
+    """The best kernel of a run, or of each problem of a suite, written as a library by its harness."""
+    from autodiscovery.campaign import validate
+
+    with store.session() as s:
+        parent = _run(s, run_id)
+        runs = list(s.scalars(select(Run).where(Run.parent_id == run_id).order_by(Run.id))) \
+            if (parent.config or {}).get("suite") else [parent]
+        harness = harness_of(parent)
+        if not hasattr(harness, "export_library"):
+            raise NotFound(f"run {run_id}: the {harness.name} harness does not write libraries")
+        items = []
+        for run in runs:
+            if run.best is None:
+                continue
+            m = _metrics(run.best, harness)
+            items.append({"run": run.id, "seq": run.best.seq, "label": run.campaign.removeprefix(f"{parent.campaign}/"),
+                          "campaign": validate(run.config, f"campaign of run {run.id}"), "fingerprint": run.fingerprint,
+                          "source": run.best.source, "family": run.best.family, "knobs": dict(run.best.knobs),
+                          "score": m["score"], "figures": m["figures"]})
+        if not items:
+            raise NotFound(f"run {run_id} has no kept kernel to export")
+    return harness.export_library(items, folder)

@@ -1,0 +1,355 @@
+"""A tuned BF16 GEMM: C = A·Bᵀ for the shapes an AutoDiscovery run tuned, cuBLAS for every other.
+
+    import sys; sys.path.insert(0, "path/to/this/folder")
+    from tuned_gemm import gemm
+    C = gemm(A, B)            # A: M×K, B: N×K, both bf16, row-major, on one CUDA device; C: M×N bf16
+
+A and B are PyTorch tensors or CuPy arrays (or anything with `__dlpack__`, then with `out=`). Where
+(M, N, K) is in `dispatch.json`, the kernel tuned for it is launched from its cubin (sm_90a, an H100 or
+H200), on the caller's current stream; every other shape, device or alignment goes to the framework's
+own matmul (cuBLAS). `path(A, B)` says which one a call would take, and why. Needs `cuda-python`
+(`cuda.bindings`) for the tuned kernels; without it every call goes to cuBLAS, and `path` says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TABLE = json.loads((HERE / "dispatch.json").read_text())
+KERNELS = {tuple(k["shape"]): k for k in TABLE["kernels"]}
+"""(M, N, K) -> the tuned kernel's entry: its cubin, launch (grid, block, cluster, shared memory,
+arguments, tensor maps) and the figures it was measured at."""
+MAX_CACHED = 256
+"""Argument blocks kept per kernel (keyed by the three buffers' addresses): a call on buffers seen
+before launches with no tensor map encoded again."""
+
+_DL_CUDA, _DL_BFLOAT, _DL_UINT = 2, 4, 1
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+
+class _View:
+    """What gemm needs of an operand: address, shape, element strides, dtype, device."""
+
+    __slots__ = ("ptr", "shape", "strides", "bf16", "dtype", "device", "cuda", "owner")
+
+    def __init__(self, x, stream: int | None, name: str) -> None:
+        self.owner = x
+        mod = type(x).__module__.split(".")[0]
+        if mod == "torch":
+            import torch
+
+            self.cuda = x.is_cuda
+            self.ptr, self.shape, self.strides = x.data_ptr(), tuple(x.shape), tuple(x.stride())
+            self.bf16, self.dtype, self.device = x.dtype == torch.bfloat16, str(x.dtype), x.device.index
+            return
+        if not hasattr(x, "__dlpack__"):
+            raise TypeError(f"{name} is a {type(x).__name__}: give a PyTorch tensor, a CuPy array or an array with "
+                            "__dlpack__")
+        capsule = x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()
+        t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+        self.cuda = t.device.device_type == _DL_CUDA
+        self.shape = tuple(t.shape[i] for i in range(t.ndim))
+        n = t.ndim
+        self.strides = tuple(t.strides[i] for i in range(n)) if t.strides else \
+            tuple(int(_prod(self.shape[i + 1:])) for i in range(n))
+        self.ptr, self.device = (t.data or 0) + t.byte_offset, t.device.device_id
+        code, bits = t.dtype.code, t.dtype.bits
+        # CuPy has no bfloat16: its bf16 arrays are uint16 arrays of the same bits
+        self.bf16 = bits == 16 and t.dtype.lanes == 1 and (code == _DL_BFLOAT or (code == _DL_UINT and mod == "cupy"))
+        kind = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}.get(code, f"type {code}/")
+        self.dtype = f"{kind}{bits}" + (" (bf16 bits)" if self.bf16 and code == _DL_UINT else "")
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _current_stream(x) -> int | None:
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.cuda.current_stream(x.device).cuda_stream
+    if mod == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    return None
+
+
+def _check(a: _View, b: _View, c: _View | None) -> tuple[int, int, int]:
+    for v, name in ((a, "A"), (b, "B")):
+        if len(v.shape) != 2:
+            raise ValueError(f"{name} has {len(v.shape)} dimensions; gemm takes 2-D A (M×K) and B (N×K)")
+        if v.strides[1] != 1 or v.strides[0] != v.shape[1]:
+            raise ValueError(f"{name} is not row-major contiguous (strides {v.strides}, shape {v.shape}); "
+                             "call .contiguous() first")
+    (M, K), (N, K2) = a.shape, b.shape
+    if K != K2:
+        raise ValueError(f"A is {M}×{K} and B is {N}×{K2}: C = A·Bᵀ needs the same K")
+    for v, name in ((a, "A"), (b, "B")):
+        if not v.bf16:
+            raise TypeError(f"{name} is {v.dtype}; gemm takes bfloat16 operands")
+        if not v.cuda:
+            raise ValueError(f"{name} is not in CUDA device memory")
+    if a.device != b.device:
+        raise ValueError(f"A is on CUDA device {a.device}, B on {b.device}")
+    if c is not None:
+        if c.shape != (M, N) or not c.bf16 or c.strides != (N, 1) or not c.cuda:
+            raise ValueError(f"out must be a row-major contiguous bfloat16 {M}×{N} array; got {c.dtype} "
+                             f"{'×'.join(map(str, c.shape))} with strides {c.strides}")
+        if c.device != a.device:
+            raise ValueError(f"out is on CUDA device {c.device}, A on {a.device}")
+    return M, N, K
+
+
+def _cublas(A, B, out):
+    """The framework's own matmul: cuBLAS."""
+    mod = type(A).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.matmul(A, B.t(), out=out) if out is not None else torch.matmul(A, B.t())
+    if mod == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(A.device.id):
+            try:  # cupy has no bf16 matmul: through PyTorch's cuBLAS, on the same memory
+                import torch
+            except ImportError:
+                raise TypeError("the cuBLAS fallback for CuPy bf16 arrays goes through PyTorch, which is not "
+                                "installed") from None
+            a, b = (torch.from_dlpack(x).view(torch.bfloat16) for x in (A, B))
+            c = torch.matmul(a, b.t())
+            res = cupy.from_dlpack(c.view(torch.int16)).view(cupy.uint16)
+            if out is None:
+                return res
+            out[...] = res
+            return out
+    raise TypeError(f"{type(A).__name__}: no cuBLAS fallback for this array type (only PyTorch and CuPy)")
+
+
+class _Device:
+    """The tuned kernels loaded on one CUDA device (its primary context)."""
+
+    def __init__(self, index: int) -> None:
+        from cuda.bindings import driver as cu
+
+        self.cu = cu
+        _ok(cu.cuInit(0))
+        dev = _ok(cu.cuDeviceGet(index))
+        major = _ok(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        minor = _ok(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        self.usable = (major, minor) == (9, 0)
+        self.why = "" if self.usable else f"CUDA device {index} is sm_{major}{minor}; the tuned kernels are sm_90a"
+        self.ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev))
+        self.funcs: dict[tuple, object] = {}
+        self.cache: dict[tuple, dict] = {}
+        self.streams: dict[int, object] = {}
+
+    def current(self) -> None:
+        if int(_ok(self.cu.cuCtxGetCurrent())) != int(self.ctx):
+            _ok(self.cu.cuCtxSetCurrent(self.ctx))
+
+    def func(self, shape: tuple):
+        f = self.funcs.get(shape)
+        if f is None:
+            cu, entry = self.cu, KERNELS[shape]
+            module = _ok(cu.cuModuleLoadData((HERE / entry["cubin"]).read_bytes()))
+            f = _ok(cu.cuModuleGetFunction(module, entry["launch"]["kernel"].encode()))
+            smem = entry["launch"]["smem"]
+            if smem > 48 * 1024:
+                _ok(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          smem))
+            if _prod(entry["launch"]["cluster"]) > 8:
+                _ok(cu.cuFuncSetAttribute(
+                    f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
+            self.funcs[shape] = f = (module, f)
+        return f[1]
+
+    def launch(self, shape: tuple, a: _View, b: _View, c: _View, stream: int) -> None:
+        cu, launch = self.cu, KERNELS[shape]["launch"]
+        key = (shape, a.ptr, b.ptr, c.ptr)
+        params = self.cache.get(key)
+        if params is None:
+            if len(self.cache) >= MAX_CACHED:
+                self.cache.pop(next(iter(self.cache)))
+            params = self.cache[key] = self._params(launch, shape, a, b, c)
+        f = self.func(shape)
+        (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
+        if tuple(launch["cluster"]) == (1, 1, 1):
+            s = self.streams.get(stream)
+            if s is None:
+                s = self.streams[stream] = cu.CUstream(stream)
+            _ok(cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, launch["smem"], s, params["address"], 0))
+            return
+        cfg = params.get("config")
+        if cfg is None or params["stream"] != stream:
+            cfg = params["config"] = _config(cu, launch, stream)
+            params["stream"] = stream
+        _ok(cu.cuLaunchKernelEx(cfg, f, params["address"], 0))
+
+    def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View) -> dict:
+        cu = self.cu
+        M, N, K = shape
+        ptrs = {"A": a.ptr, "B": b.ptr, "C": c.ptr}
+        storage = []
+        for arg in launch["args"]:
+            if arg in ptrs:
+                storage.append(ctypes.c_void_p(ptrs[arg]))
+            elif arg in ("M", "N", "K"):
+                storage.append(ctypes.c_int32({"M": M, "N": N, "K": K}[arg]))
+            else:
+                spec = launch["tensor_maps"][arg]
+                rows, cols = {"A": (M, K), "B": (N, K), "C": (M, N)}[spec["tensor"]]
+                storage.append(_tensor_map(cu, spec, ptrs[spec["tensor"]], rows, cols))
+        array = (ctypes.c_void_p * len(storage))(
+            *[s.getPtr() if isinstance(s, cu.CUtensorMap) else ctypes.addressof(s) for s in storage])
+        return {"storage": storage, "array": array, "address": ctypes.addressof(array)}
+
+
+def _config(cu, launch: dict, stream: int):
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = launch["grid"]
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
+    cfg.sharedMemBytes = launch["smem"]
+    cfg.hStream = cu.CUstream(stream)
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = launch["cluster"]
+    cfg.attrs, cfg.numAttrs = [attr], 1
+    return cfg
+
+
+def _tensor_map(cu, spec: dict, ptr: int, rows: int, cols: int):
+    """A 2-D bf16 tiled tensor map over a row-major operand, as the run measured the kernel with."""
+    swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[spec["swizzle"]]
+    l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2_promotion"]]
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
+    box_rows, box_cols = spec["box"]
+    return _ok(cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, u32(2), ptr, [u64(cols), u64(rows)],
+        [u64(cols * 2)], [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(cu.CUtensorMapSwizzle,
+                                                                        f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
+        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{l2}"),
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def _ok(result):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        from cuda.bindings import driver as cu
+
+        _, name = cu.cuGetErrorName(err)
+        raise CudaError(f"CUDA driver call failed: {name.decode() if name else err}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+_devices: dict[int, _Device] = {}
+_missing = ""
+
+
+def _device(index: int) -> _Device | None:
+    global _missing
+    d = _devices.get(index)
+    if d is None and not _missing:
+        try:
+            d = _devices[index] = _Device(index)
+        except ImportError:
+            _missing = "cuda-python (cuda.bindings) is not installed: pip install cuda-python"
+    return d
+
+
+def _route(a: _View, b: _View, c: _View | None, shape: tuple) -> str:
+    """'' for the tuned kernel, else why cuBLAS."""
+    if shape not in KERNELS:
+        return f"{'×'.join(map(str, shape))} was not tuned"
+    d = _device(a.device)
+    if d is None:
+        return _missing
+    if not d.usable:
+        return d.why
+    for v, name in ((a, "A"), (b, "B"), *(((c, "out"),) if c is not None else ())):
+        if v.ptr % 16:
+            return f"{name} is not 16-byte aligned (the tuned kernel's tensor maps need it)"
+    return ""
+
+
+def path(A, B, out=None) -> str:
+    """Which implementation gemm(A, B, out) takes, and why: 'tuned: …' or 'cuBLAS: …'."""
+    a, b = _View(A, None, "A"), _View(B, None, "B")
+    c = _View(out, None, "out") if out is not None else None
+    shape = _check(a, b, c)
+    why = _route(a, b, c, shape)
+    if why:
+        return f"cuBLAS: {why}"
+    e = KERNELS[shape]
+    return f"tuned: {e['family']} (run {e['run']} #{e['seq']}, measured {e['x_cublas']:.3f}× cuBLAS)"
+
+
+def gemm(A, B, out=None, stream: int | None = None):
+    """C = A·Bᵀ (A: M×K, B: N×K, bf16, row-major): the tuned kernel for a tuned shape, else cuBLAS. With
+    `out`, the result is written there (M×N bf16, row-major); `stream` (a CUDA stream handle) defaults
+    to the framework's current stream."""
+    stream = _current_stream(A) if stream is None else stream
+    a, b = _View(A, stream, "A"), _View(B, stream, "B")
+    c = _View(out, stream, "out") if out is not None else None
+    shape = _check(a, b, c)
+    if _route(a, b, c, shape):
+        return _cublas(A, B, out)
+    if out is None:
+        out = _empty_like(A, shape[0], shape[1])
+        c = _View(out, stream, "out")
+        if c.ptr % 16:  # allocators hand out aligned blocks; should one not, the answer is still right
+            return _cublas(A, B, out)
+    d = _devices[a.device]
+    d.current()
+    d.launch(shape, a, b, c, stream or 0)
+    return out
+
+
+def _empty_like(A, M: int, N: int):
+    mod = type(A).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.empty((M, N), dtype=torch.bfloat16, device=A.device)
+    if mod == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(A.device.id):
+            return cupy.empty((M, N), dtype=A.dtype)
+    raise TypeError(f"{type(A).__name__}: give out= (an M×N bf16 array) for this array type")
+
+
+def shapes() -> list[tuple[int, int, int]]:
+    """The tuned shapes, (M, N, K) each."""
+    return sorted(KERNELS)

@@ -1,0 +1,110 @@
+"""`export RUN --library DIR`: the best kernels of a run or of a suite's runs, built and resolved at their
+shapes, as a dispatch table with cubins and a module that needs no AutoDiscovery; the module's argument
+checks, in a fresh process (no GPU needed to refuse a bad argument)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.space import Space
+from autodiscovery.cli import app
+from autodiscovery.store import Store
+from autodiscovery.store.models import Candidate, Evaluation, Run
+from conftest import needs_nvcc
+
+
+def record(store, shape, family, knobs, ratio, cache, parent=None, label=None):
+    space = Space("hopper_gemm")
+    knobs = space.families[family].default | knobs
+    overrides = [f"problem.{k}={v}" for k, v in zip("MNK", shape)] + [f"harness.cache_dir={cache}"]
+    campaign = campaigns.load("hopper-gemm", overrides)
+    with store.session() as s:
+        run = Run(campaign=f"llama/{label}" if label else "hopper-gemm", agent="search",
+                  config=campaign.model_dump(mode="json"), fingerprint={"gpu": "NVIDIA H100 80GB HBM3", "sms": 132},
+                  status="finished", parent_id=parent)
+        s.add(run)
+        s.flush()
+        c = Candidate(run_id=run.id, seq=3, family=family, knobs=knobs, source=space.render(family, knobs),
+                      source_hash="h", status="kept")
+        s.add(c)
+        s.flush()
+        s.add(Evaluation(candidate_id=c.id, status="ok", metrics={
+            "ratio": {"median": ratio}, "baseline": "gemmex", "vs": {"best_lt": {"median": ratio - 0.01}},
+            "tflops": {"candidate": 700.0, "cublas": 690.0}}))
+        run.best_candidate_id = c.id
+        return run.id
+
+
+@needs_nvcc
+def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    cache = tmp_path / "cache"
+    suite = campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 256, N: 4096, K: 4096}}, "
+                                           "{label: b, problem: {M: 4096, N: 4096, K: 4096}}]"])
+    with store.session() as s:
+        parent = Run(campaign="llama", agent="suite of search", config=suite.model_dump(mode="json"),
+                     fingerprint={}, status="finished")
+        s.add(parent)
+        s.flush()
+        pid = parent.id
+    record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97, cache,
+           pid, "a")
+    record(store, (4096, 4096, 4096), "wgmma_ws", {}, 1.01, cache, pid, "b")
+
+    out = tmp_path / "lib"
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "2 tuned shapes (256×4096×4096, 4096×4096×4096)" in res.output
+    table = json.loads((out / "dispatch.json").read_text())
+    first = table["kernels"][0]
+    assert first["shape"] == [256, 4096, 4096] and first["family"] == "wgmma_cluster" and first["x_cublas"] == 0.97
+    assert first["x_best_lt"] == pytest.approx(0.96)
+    assert first["launch"]["kernel"] and first["launch"]["tile"] == [64, 128]
+    assert (out / first["cubin"]).read_bytes()[:4] == b"\x7fELF"
+    assert table["arch"] == "sm_90a" and table["device"] == "NVIDIA H100 80GB HBM3"
+
+    # the module, in a fresh process with nothing of AutoDiscovery on its path
+    probe = f"""
+import sys, numpy as np
+sys.path[:] = [p for p in sys.path if 'work/main' not in p and p not in ('', '.')]
+sys.path.insert(0, {str(out)!r})
+import tuned_gemm as t
+assert 'autodiscovery' not in sys.modules and 'harnesses' not in sys.modules
+print(t.shapes())
+def err(*a):
+    try:
+        t.gemm(*a)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__ + ':', e)
+f = np.zeros((256, 4096), np.float32)
+err(np.zeros((2, 256, 4096), np.float32), f)
+err(np.zeros((4096, 256), np.float32).T, f)
+err(f, np.zeros((4096, 4000), np.float32))
+err(f, np.zeros((4096, 4096), np.float32))
+err([[1.0]], f)
+"""
+    out_lines = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                               env={"PATH": "/usr/bin:/bin"}).stdout.splitlines()
+    assert out_lines == [
+        "[(256, 4096, 4096), (4096, 4096, 4096)]",
+        "ValueError: A has 3 dimensions; gemm takes 2-D A (M×K) and B (N×K)",
+        "ValueError: A is not row-major contiguous (strides (1, 256), shape (256, 4096)); call .contiguous() first",
+        "ValueError: A is 256×4096 and B is 4096×4000: C = A·Bᵀ needs the same K",
+        "TypeError: A is float32; gemm takes bfloat16 operands",
+        "TypeError: A is a list: give a PyTorch tensor, a CuPy array or an array with __dlpack__",
+    ]
+
+
+def test_export_says_what_it_needs(tmp_path):
+    db = str(tmp_path / "runs.db")
+    Store(db)
+    res = CliRunner().invoke(app, ["--db", db, "export", "1"])
+    assert res.exit_code == 2 and "give --out FILE" in res.output
+    res = CliRunner().invoke(app, ["--db", db, "export", "1", "--library", str(tmp_path / "lib")])
+    assert res.exit_code != 0 and "no run 1" in res.output

@@ -1,0 +1,94 @@
+"""On an H100/H200 with PyTorch: an exported library loaded in a fresh process, its gemm checked against
+cuBLAS (torch.matmul) on tuned shapes and on others, its alignment fallback, and its time per call
+against cuBLAS and against launching the same kernel with no dispatch at all."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.cli import app
+from autodiscovery.store import Run, Store
+from test_library import record
+
+pytestmark = pytest.mark.gpu
+
+PROBE = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+import tuned_gemm as t
+out = {}
+torch.manual_seed(0)
+def rel(c, ref):
+    return float((c.float() - ref.float()).norm() / ref.float().norm())
+for M, N, K in t.shapes() + [(300, 1000, 1024)]:
+    A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    C, ref = t.gemm(A, B), torch.matmul(A, B.t())
+    row = {"path": t.path(A, B), "rel_err": rel(C, ref)}
+    C2 = torch.empty_like(ref); t.gemm(A, B, out=C2); row["rel_err_out"] = rel(C2, ref)
+    if (M, N, K) in t.KERNELS:
+        # timed: back to back, as a program calls it; events around 200 calls of each, interleaved
+        dev = t._devices[A.device.index]
+        a, b, c = (t._View(x, None, "x") for x in (A, B, C))
+        s = torch.cuda.current_stream().cuda_stream
+        fns = {"gemm": lambda: t.gemm(A, B, out=C), "cublas": lambda: torch.matmul(A, B.t(), out=ref),
+               "raw": lambda: dev.launch((M, N, K), a, b, c, s)}
+        times = {k: [] for k in fns}
+        for f in fns.values():
+            for _ in range(20): f()
+        for r in range(15):
+            for k, f in (fns.items() if r % 2 == 0 else reversed(list(fns.items()))):
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                for _ in range(200): f()
+                e1.record(); e1.synchronize()
+                times[k].append(e0.elapsed_time(e1) / 200 * 1000)
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        row |= {"us": med, "x_cublas": med["cublas"] / med["gemm"], "overhead": med["gemm"] / med["raw"] - 1}
+    out["x".join(map(str, (M, N, K)))] = row
+A = torch.randn(257, 4096, device="cuda", dtype=torch.bfloat16)[1:]  # 256 rows from an odd offset
+B = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+out["misaligned"] = {"path": t.path(A, B), "rel_err": rel(t.gemm(A, B), torch.matmul(A, B.t()))}
+try:
+    t.gemm(A.float(), B)
+except TypeError as e:
+    out["float32"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
+    store = Store(tmp_path / "runs.db")
+    suite = campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 256, N: 4096, K: 4096}}, "
+                                           "{label: b, problem: {M: 4096, N: 4096, K: 4096}}]"])
+    with store.session() as s:
+        parent = Run(campaign="llama", agent="suite of search", config=suite.model_dump(mode="json"),
+                     fingerprint={}, status="finished")
+        s.add(parent)
+        s.flush()
+        pid = parent.id
+    record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97,
+           build_cache, pid, "a")
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, build_cache, pid, "b")
+    lib = tmp_path / "lib"
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(lib)])
+    assert res.exit_code == 0, res.output
+    done = subprocess.run([sys.executable, "-c", PROBE, str(lib)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    print(json.dumps(out, indent=1))
+    for shape in ("256x4096x4096", "4096x4096x4096"):
+        assert out[shape]["path"].startswith("tuned: wgmma_cluster"), out[shape]
+        assert out[shape]["rel_err"] < 1e-2 and out[shape]["rel_err_out"] < 1e-2
+        assert out[shape]["x_cublas"] > 0.5  # a real kernel, not a no-op: its time is reported, not judged here
+    assert out["300x1000x1024"]["path"] == "cuBLAS: 300×1000×1024 was not tuned"
+    assert out["300x1000x1024"]["rel_err"] < 1e-2
+    assert out["misaligned"]["path"].startswith("cuBLAS: A is not 16-byte aligned")
+    assert out["misaligned"]["rel_err"] < 1e-2
+    assert "gemm takes bfloat16 operands" in out["float32"]
