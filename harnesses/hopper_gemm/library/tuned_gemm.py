@@ -23,8 +23,8 @@ KERNELS = {tuple(k["shape"]): k for k in TABLE["kernels"]}
 """(M, N, K) -> the tuned kernel's entry: its cubin, launch (grid, block, cluster, shared memory,
 arguments, tensor maps) and the figures it was measured at."""
 MAX_CACHED = 256
-"""Argument blocks kept per kernel (keyed by the three buffers' addresses): a call on buffers seen
-before launches with no tensor map encoded again."""
+"""Launchers kept (keyed by the buffers, shapes and stream): a call like one seen before launches with
+no check made and no tensor map encoded again."""
 
 _DL_CUDA, _DL_BFLOAT, _DL_UINT = 2, 4, 1
 
@@ -167,8 +167,6 @@ class _Device:
         self.why = "" if self.usable else f"CUDA device {index} is sm_{major}{minor}; the tuned kernels are sm_90a"
         self.ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev))
         self.funcs: dict[tuple, object] = {}
-        self.cache: dict[tuple, dict] = {}
-        self.streams: dict[int, object] = {}
 
     def current(self) -> None:
         if int(_ok(self.cu.cuCtxGetCurrent())) != int(self.ctx):
@@ -190,27 +188,34 @@ class _Device:
             self.funcs[shape] = f = (module, f)
         return f[1]
 
-    def launch(self, shape: tuple, a: _View, b: _View, c: _View, stream: int) -> None:
+    def launcher(self, shape: tuple, a: _View, b: _View, c: _View, stream: int):
+        """A call with no arguments that launches the kernel of `shape` on these buffers and stream: its
+        arguments (tensor maps included) packed once, the launch itself one ctypes call."""
         cu, launch = self.cu, KERNELS[shape]["launch"]
-        key = (shape, a.ptr, b.ptr, c.ptr)
-        params = self.cache.get(key)
-        if params is None:
-            if len(self.cache) >= MAX_CACHED:
-                self.cache.pop(next(iter(self.cache)))
-            params = self.cache[key] = self._params(launch, shape, a, b, c)
+        self.current()
+        params = self._params(launch, shape, a, b, c)
         f = self.func(shape)
         (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
+        ctx, current, lib = int(self.ctx), ctypes.c_void_p(), _libcuda()
         if tuple(launch["cluster"]) == (1, 1, 1):
-            s = self.streams.get(stream)
-            if s is None:
-                s = self.streams[stream] = cu.CUstream(stream)
-            _ok(cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, launch["smem"], s, params["address"], 0))
-            return
-        cfg = params.get("config")
-        if cfg is None or params["stream"] != stream:
-            cfg = params["config"] = _config(cu, launch, stream)
-            params["stream"] = stream
-        _ok(cu.cuLaunchKernelEx(cfg, f, params["address"], 0))
+            args = (int(f), gx, gy, gz, bx, by, bz, launch["smem"], stream, params["address"], None)
+
+            def go(run=lib.cuLaunchKernel):
+                lib.cuCtxGetCurrent(ctypes.byref(current))
+                if current.value != ctx:
+                    lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
+                if rc := run(*args):
+                    raise CudaError(f"cuLaunchKernel failed with CUDA error {rc}")
+        else:
+            cfg = _config(cu, launch, stream)
+
+            def go():
+                lib.cuCtxGetCurrent(ctypes.byref(current))
+                if current.value != ctx:
+                    lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
+                _ok(cu.cuLaunchKernelEx(cfg, f, params["address"], 0))
+        go.keep = params  # the argument block lives as long as the launcher
+        return go
 
     def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View) -> dict:
         cu = self.cu
@@ -261,6 +266,20 @@ def _tensor_map(cu, spec: dict, ptr: int, rows: int, cols: int):
 
 class CudaError(RuntimeError):
     pass
+
+
+_lib = None
+
+
+def _libcuda() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        _lib = ctypes.CDLL("libcuda.so.1")
+        _lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
+                                        ctypes.c_void_p]
+        _lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        _lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
+    return _lib
 
 
 def _ok(result):
@@ -315,10 +334,18 @@ def path(A, B, out=None) -> str:
     return f"tuned: {e['family']} (run {e['run']} #{e['seq']}, measured {e['x_cublas']:.3f}× cuBLAS)"
 
 
+_launchers: dict[tuple, object] = {}
+"""What a call on PyTorch tensors does, by everything its checks read (addresses, shapes, strides, dtypes,
+devices, the stream): a launcher, or None for cuBLAS. A call like one made before skips the checks."""
+
+
 def gemm(A, B, out=None, stream: int | None = None):
     """C = A·Bᵀ (A: M×K, B: N×K, bf16, row-major): the tuned kernel for a tuned shape, else cuBLAS. With
     `out`, the result is written there (M×N bf16, row-major); `stream` (a CUDA stream handle) defaults
     to the framework's current stream."""
+    torch = _torch()
+    if torch is not None and type(A) is torch.Tensor and type(B) is torch.Tensor:
+        return _gemm_torch(torch, A, B, out, stream)
     stream = _current_stream(A) if stream is None else stream
     a, b = _View(A, stream, "A"), _View(B, stream, "B")
     c = _View(out, stream, "out") if out is not None else None
@@ -330,10 +357,51 @@ def gemm(A, B, out=None, stream: int | None = None):
         c = _View(out, stream, "out")
         if c.ptr % 16:  # allocators hand out aligned blocks; should one not, the answer is still right
             return _cublas(A, B, out)
-    d = _devices[a.device]
-    d.current()
-    d.launch(shape, a, b, c, stream or 0)
+    _devices[a.device].launcher(shape, a, b, c, stream or 0)()
     return out
+
+
+def _gemm_torch(torch, A, B, out, stream):
+    dev = A.get_device()
+    if out is None and dev >= 0 and A.dim() == 2 and B.dim() == 2:
+        out = torch.empty((A.shape[0], B.shape[0]), dtype=torch.bfloat16, device=A.device)
+    if stream is None:
+        stream = torch._C._cuda_getCurrentRawStream(dev) if dev >= 0 else 0
+    if out is None:  # a bad argument: the checks below say which
+        key = None
+    else:
+        key = (A.data_ptr(), B.data_ptr(), out.data_ptr(), A.shape, B.shape, out.shape, A.stride(), B.stride(),
+               out.stride(), A.dtype, B.dtype, out.dtype, dev, B.get_device(), out.get_device(), stream)
+        go = _launchers.get(key, False)
+        if go is not False:
+            if go is None:
+                return _cublas(A, B, out)
+            go()
+            return out
+    a, b = _View(A, stream, "A"), _View(B, stream, "B")
+    c = _View(out, stream, "out") if out is not None else None
+    shape = _check(a, b, c)
+    go = None if _route(a, b, c, shape) else _devices[a.device].launcher(shape, a, b, c, stream)
+    if len(_launchers) >= MAX_CACHED:
+        _launchers.pop(next(iter(_launchers)))
+    _launchers[key] = go
+    if go is None:
+        return _cublas(A, B, out)
+    go()
+    return out
+
+
+_torch_module = None
+
+
+def _torch():
+    """PyTorch, if this process has imported it (a program that uses only CuPy never pays for it)."""
+    global _torch_module
+    if _torch_module is None:
+        import sys
+
+        _torch_module = sys.modules.get("torch")
+    return _torch_module
 
 
 def _empty_like(A, M: int, N: int):
