@@ -170,3 +170,18 @@ def test_every_measurement_states_the_other_cublas():
     assert cols["x_gemmex"].value({"baseline": "best_lt", "vs": vs}) == 1.02
     assert cols["x_best_lt"].value({"baseline": "gemmex"}) is None  # measured before both were timed
     assert cols["x_best_lt"].named(0.97) == "0.970× best Lt"
+
+
+def test_a_warm_start_from_a_larger_problem_is_refitted_to_this_one(space, tmp_path):
+    from autodiscovery.store import Store
+
+    store = Store(tmp_path / "runs.db")
+    record_run(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.006)  # 128×256 tiles: 32 tiles at M = 256
+    harness, campaign = harness_at(*SKINNY)
+    agent = SearchAgent(campaign)
+    agent.bind(store, 99, harness, {"gpu": "H100"})
+    seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
+    recorded, refit = agent.propose(History([seed], seed, GEMM), 4)
+    assert recorded.knobs == space.families["wgmma_cluster"].default and "Here: 128×256 tiles" in recorded.hypothesis
+    assert (refit.knobs["BM"], refit.knobs["BN"]) == (64, 128) and refit.proposer == "search:warm"
+    assert "refitted to this problem" in refit.hypothesis and "estimated" in refit.hypothesis

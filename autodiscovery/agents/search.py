@@ -60,6 +60,10 @@ class SearchSettings(Strict):
 
 
 
+def _settings(knobs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in knobs.items())
+
+
 class SearchAgent(AgentBase):
     name = "search"
     Settings = SearchSettings
@@ -129,18 +133,25 @@ class SearchAgent(AgentBase):
         return out
 
     def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
+        """The recorded bests, each followed by its refit to this shape where the harness's fit puts the
+        family's tile knobs elsewhere (a best of a larger problem may tile a smaller one badly)."""
         out = []
         for family, knobs, where in self.warm:
             fam = self.space.families[family]
-            if len(out) >= n or (family, canon(knobs)) in tried or fam.violations(knobs, self.shape):
-                continue
-            tried.add((family, canon(knobs)))
-            fit = getattr(self.harness, "fit", None)
-            fitted = fit(self.space.render(family, knobs), knobs) if fit is not None else None
-            here = f" Here: {fitted.describe()}." if fitted is not None else ""
-            settings = ", ".join(f"{k}={v}" for k, v in knobs.items())
-            out.append(self._proposal(fam, knobs, f"Warm start from {where}: {family} at {settings}, recorded at "
-                                                  f"a nearby problem.{here}", "warm"))
+            refit, why = self.fitted(fam, knobs)
+            moves = [(knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a nearby "
+                             "problem.")]
+            if refit != knobs:
+                moves.append((refit, f"Warm start from {where}, refitted to this problem: {family} at "
+                                     f"{_settings(refit)}: {why}"))
+            for k, hypothesis in moves:
+                if len(out) >= n or (family, canon(k)) in tried or fam.violations(k, self.shape):
+                    continue
+                tried.add((family, canon(k)))
+                fit = getattr(self.harness, "fit", None)
+                fitted = fit(self.space.render(family, k), k) if fit is not None else None
+                here = f" Here: {fitted.describe()}." if fitted is not None and k == knobs else ""
+                out.append(self._proposal(fam, k, hypothesis + here, "warm"))
         return out
 
     # ---- the walk ---------------------------------------------------------------------------
