@@ -519,3 +519,48 @@ def test_a_model_check_run_simulates_every_pick_and_stops(tmp_path):
     assert phases == ["A"] + ["B"] * 4 + ["C"] * 4 and shown["status"] == "finished"
     m = accelsim_report.phases(store, 1)["model"]
     assert not m["trusted"] and sum(p["held_out"] == "phase-C pick" for p in m["points"]) == 4
+
+
+def test_phase_d_says_which_changes_its_budget_never_tried(tmp_path):
+    """A phase-D budget smaller than its one-change-at-a-time list: the changes left out are listed in
+    the attribution table as never simulated, not silently missing."""
+    from autodiscovery.interfaces import History, Objective, Record
+
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 3, E_kernels: 1, E_archs: 1}"])
+    agent = CodesignAgent(c)
+    seed = agent.seed_proposal()
+    records = [Record(seq=0, family="wmma", knobs=seed.knobs, status="kept", score=1000, kept=True, source_hash="0")]
+    obj = Objective("cycles", False, ("cycles",))
+    singles = agent.propose(History(records, records[0], obj), 8)
+    every = [p.knobs["change"] for p in agent._ablation(seed.knobs["kernel"], dict(agent.arch.default))]
+    assert len(every) > 3 and [p.knobs["change"] for p in singles] == every[:3]
+    assert singles[0].knobs["not_tried"] == every[3:]
+
+    rows = [{"phase": "D", "change": ch, "not_tried": p.knobs.get("not_tried")} for ch, p in zip(every, singles)]
+    left = accelsim_report.not_tried(rows, 3)
+    assert [o["change"] for o in left] == every[3:]
+    assert all(o["why"] == "not simulated: phase D's budget (3 simulations) ran out first" for o in left)
+    table = accelsim_report.phases_table(1, {"phases": [], "baseline_cycles": None, "attribution": [],
+                                              "not_tried": left})
+    attribution = next(s for s in table if s.id == "attribution")
+    assert [r[1] for r in attribution.rows] == every[3:] and all(r[2] == "not simulated" for r in attribution.rows)
+
+
+@pytest.mark.parametrize("both, phase, says", [
+    (800, "E", "super-additive: the cross beats the sum of its parts by 11.1%"),
+    (900, "D", "additive: the cross is the sum of its parts"),
+    (950, "E", "not super-additive: the cross is +5.6% against the sum of its parts"),
+])
+def test_the_cross_caption_says_what_the_numbers_say(both, phase, says):
+    base = {"kernel": {"k": 0}, "kernel_cycles": 1000}
+    stock = {"a": 0}
+    rows = [{"phase": "A", "kernel": {"k": 0}, "arch": stock, "kernel_cycles": 1000, "seq": 0},
+            {"phase": "B", "kernel": {"k": 1}, "arch": stock, "kernel_cycles": 950, "seq": 1},
+            {"phase": "D", "kernel": {"k": 1}, "arch": {"a": 1}, "kernel_cycles": both if phase == "D" else 990, "seq": 2},
+            {"phase": "E", "kernel": {"k": 0}, "arch": {"a": 1}, "kernel_cycles": 950, "seq": 3},
+            {"phase": "E", "kernel": {"k": 2}, "arch": {"a": 1}, "kernel_cycles": both if phase == "E" else 999, "seq": 4}]
+    c = accelsim_report.cross(rows, base, stock)
+    assert c["additive"] == 900 and c["both"] == both and c["phase"] == phase
+    caption = accelsim_report.cross_caption(c)
+    assert caption.startswith(says)
+    assert ("phase D's own #2" in caption) == (phase == "D")

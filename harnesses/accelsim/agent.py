@@ -139,8 +139,11 @@ class CodesignAgent(AgentBase):
         best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
         if len(by["D"]) < self.phases.D and best_kernel is not None:
             room = min(n, self.phases.D - len(by["D"]))
-            singles = [p for p in self._ablation(best_kernel, stock) if
-                       (canon(best_kernel), canon(p.knobs["arch"])) not in done][:room]
+            ablation = self._ablation(best_kernel, stock)
+            singles = [p for p in ablation if (canon(best_kernel), canon(p.knobs["arch"])) not in done][:room]
+            if singles and not by["D"] and len(ablation) > self.phases.D:
+                # the budget cannot try every change alone: the first single says which ones it leaves out
+                singles[0].knobs["not_tried"] = [p.knobs["change"] for p in ablation[self.phases.D:]]
             if singles:
                 for p in singles:
                     done.add((canon(best_kernel), canon(p.knobs["arch"])))

@@ -37,7 +37,7 @@ def phases(store: Store, run_id: int) -> dict | None:
                          "kernel_cycles": m.get("kernel_cycles", m.get("cycles")),
                          "pct_of_bound": m.get("pct_of_bound"), "bound_cycles": m.get("bound_cycles"),
                          "model": knobs.get("model"), "predicted": knobs.get("predicted"),
-                         "over_budget": knobs.get("over_budget")})
+                         "over_budget": knobs.get("over_budget"), "not_tried": knobs.get("not_tried")})
     if not rows:
         return None
     settings = ArchSettings.model_validate((config.get("harness") or {}).get("arch") or {})
@@ -64,8 +64,23 @@ def phases(store: Store, run_id: int) -> dict | None:
     return {"baseline_cycles": base["cycles"] if base else None, "phases": table,
             "attribution": attribution(rows, stock), "over_budget": next((r["over_budget"] for r in rows
                                                                           if r["over_budget"]), []),
+            "not_tried": not_tried(rows, settings_phase_d(config)),
             "cross": cross(rows, base, stock), "model": model_check(rows),
             "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings) | {"stock": stock}}
+
+
+def settings_phase_d(config: dict) -> int | None:
+    """Phase D's budget of simulations, as the run's campaign set it."""
+    return (((config.get("agent") or {}).get("codesign") or {}).get("phases") or {}).get("D")
+
+
+def not_tried(rows: list[dict], budget: int | None) -> list[dict]:
+    """The single changes phase D's budget left out (recorded when D began), less any simulated later."""
+    listed = next((r["not_tried"] for r in rows if r.get("not_tried")), [])
+    simulated = {r["change"] for r in rows if r["phase"] == "D" and r["change"]}
+    why = f"not simulated: phase D's budget ({budget} simulations) ran out first" if budget else \
+        "not simulated: phase D's budget ran out first"
+    return [{"change": c, "why": why} for c in listed if c not in simulated]
 
 
 def model_check(rows: list[dict]) -> dict | None:
@@ -143,15 +158,30 @@ def cross(rows: list[dict], base: dict | None, stock: dict | None) -> dict | Non
     kernel_only = min(r[cyc] for r in on_stock)
     arch_only = next((r[cyc] for r in rows if r["kernel"] == stock_kernel and r["arch"] == d_best["arch"]
                       and r[cyc]), None)
-    both = min((r[cyc] for r in crossed(rows, stock_kernel, stock, cyc)), default=None)
-    if arch_only is None or both is None:
+    best = min(crossed(rows, stock_kernel, stock, cyc), key=lambda r: r[cyc], default=None)
+    if arch_only is None or best is None:
         return None
-    b = base[cyc]
+    both, b = best[cyc], base[cyc]
     additive = kernel_only + arch_only - b
     product = kernel_only * arch_only / b
     return {"baseline": b, "kernel_only": kernel_only, "arch_only": arch_only, "both": both,
-            "additive": round(additive), "predicted": round(product), "super_additive": both < additive,
-            "vs_additive": (both - additive) / additive, "vs_predicted": (both - product) / product}
+            "additive": round(additive), "predicted": round(product),
+            "super_additive": round(both) < round(additive), "vs_additive": (both - additive) / additive,
+            "vs_predicted": (both - product) / product, "seq": best["seq"], "phase": best["phase"]}
+
+
+def cross_caption(c: dict) -> str:
+    """What the cross says, in words: super-additive, additive, or not; and where its point comes from."""
+    against = f"({c['vs_predicted']:+.1%} against the product)"
+    if round(c["both"]) == round(c["additive"]):
+        verdict = f"additive: the cross is the sum of its parts {against}"
+    elif c["super_additive"]:
+        verdict = f"super-additive: the cross beats the sum of its parts by {-c['vs_additive']:.1%} {against}"
+    else:
+        verdict = f"not super-additive: the cross is {c['vs_additive']:+.1%} against the sum of its parts {against}"
+    if c.get("phase") == "D":  # the best kernel with D's best architecture: no phase-E cross did better
+        verdict += f"; its point is phase D's own #{c['seq']} (the best kernel, D's architecture), no cross of E beat it"
+    return verdict
 
 
 def pct(x: float | None, spec: str = "+.1%") -> str:
@@ -162,12 +192,13 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
     """The phase table, and where the run has them: the attribution, the cross, the model check and the
     Pareto fronts."""
     parts = [_phases(run_id, data)]
-    if data.get("attribution") or data.get("over_budget"):
+    if data.get("attribution") or data.get("over_budget") or data.get("not_tried"):
         rows = [[str(a["seq"]), a["change"], str(a["cycles"]), pct(a["vs_reference"]),
                  pct(a["area_pct"], "+.1f") + "%", pct(a["power_pct"], "+.1f") + "%",
                  "no effect at this shape" if a["inert"] else ""] for a in data["attribution"]]
         rows += [["–", o["change"], "not simulated", "–", f"{o['area_pct']:+.1f}%", f"{o['power_pct']:+.1f}%",
                   o["why"]] for o in data.get("over_budget") or []]
+        rows += [["–", o["change"], "not simulated", "–", "–", "–", o["why"]] for o in data.get("not_tried") or []]
         parts.append(Section("attribution", "phase D: one change at a time from stock, the best kernel frozen",
                              ["#", "change", "cycles", "vs best kernel on stock", "area", "power", ""], rows))
     if c := data.get("cross"):
@@ -177,10 +208,7 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
                                   ("sum of the parts' savings (predicted)", "additive"),
                                   ("product of the parts' speedups (predicted)", "predicted"),
                                   ("best kernel × best architecture (measured)", "both"))]
-        caption = (f"super-additive: the cross beats the sum of its parts by {-c['vs_additive']:.1%} "
-                   f"({c['vs_predicted']:+.1%} against the product)" if c["super_additive"] else
-                   f"not super-additive: the cross is {c['vs_additive']:+.1%} against the sum of its parts "
-                   f"({c['vs_predicted']:+.1%} against the product)")
+        caption = cross_caption(c)
         parts.append(Section("cross", "kernel × architecture against the sum of its parts (kernel cycles)",
                              ["point", "kernel cycles", "vs baseline"], rows, caption))
     if m := data.get("model"):
