@@ -564,3 +564,22 @@ def test_the_cross_caption_says_what_the_numbers_say(both, phase, says):
     caption = accelsim_report.cross_caption(c)
     assert caption.startswith(says)
     assert ("phase D's own #2" in caption) == (phase == "D")
+
+
+def test_kernels_that_launch_the_same_work_are_one_point():
+    """At 512³ with 64×64 tiles there are 64 tiles: PERSISTENT 64, 128 and 256 launch one block a tile, as
+    0 does; the agent proposes none of them once one was simulated (TPE is told the shared result)."""
+    from autodiscovery.interfaces import History, Objective, Record
+
+    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 40, C: 0, D: 0, E_kernels: 1, E_archs: 1}"])
+    agent = CodesignAgent(c)
+    seed = agent.seed_proposal()
+    kernel, stock = seed.knobs["kernel"], seed.knobs["arch"]
+    assert (kernel["BLOCK_M"], kernel["BLOCK_N"], kernel["PERSISTENT"]) == (64, 64, 64)
+    same = {agent.key(kernel | {"PERSISTENT": p}, stock) for p in (0, 64, 128, 256)}
+    assert len(same) == 1 and agent.key(kernel | {"PERSISTENT": 32}, stock) not in same
+    records = [Record(seq=0, family="wmma", knobs=seed.knobs, status="kept", score=1000, kept=True, source_hash="0")]
+    moves = agent.propose(History(records, records[0], Objective("cycles", False, ("cycles",))), 40)
+    assert len(moves) > 10
+    keys = [agent.key(p.knobs["kernel"], p.knobs["arch"]) for p in moves if p.rejected is None]
+    assert agent.key(kernel, stock) not in keys and len(keys) == len(set(keys))

@@ -104,6 +104,20 @@ class CodesignAgent(AgentBase):
     def render(self, kernel: dict, arch: dict) -> str:
         return self.env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
 
+    def same_work(self, kernel: dict) -> dict:
+        """The kernel's knobs with what does not change its launch at this shape undone: PERSISTENT at or
+        above the tile count launches one block a tile, as PERSISTENT 0 does (the same kernel, the same
+        cycles), so such kernels are one point, simulated once."""
+        k = dict(kernel)
+        tiles = (self.shape["M"] // max(1, k.get("BLOCK_M", 1))) * (self.shape["N"] // max(1, k.get("BLOCK_N", 1)))
+        if k.get("PERSISTENT") and k["PERSISTENT"] >= tiles:
+            k["PERSISTENT"] = 0
+        return k
+
+    def key(self, kernel: dict, arch: dict) -> tuple[str, str]:
+        """A point of the space as simulations see it: kernels that launch the same work are one."""
+        return canon(self.same_work(kernel)), canon(arch)
+
     def over_budget(self, arch: dict) -> str | None:
         try:
             return self.costs.budget.over(self.costs.cost(Architecture(**arch)))
@@ -127,7 +141,7 @@ class CodesignAgent(AgentBase):
         self.objective = history.objective
         recs = [r for r in history.records if r.knobs.get("phase")]
         by = {p: [r for r in recs if r.knobs["phase"] == p] for p in "ABCDE"}
-        done = {(canon(r.knobs["kernel"]), canon(r.knobs["arch"])) for r in recs}
+        done = {self.key(r.knobs["kernel"], r.knobs["arch"]) for r in recs}
         stock = dict(self.arch.default)
         if len(by["B"]) < self.phases.B:
             return self._tpe("B", self.kernel, [(r.knobs["kernel"], r) for r in by["A"] + by["B"]],
@@ -140,13 +154,13 @@ class CodesignAgent(AgentBase):
         if len(by["D"]) < self.phases.D and best_kernel is not None:
             room = min(n, self.phases.D - len(by["D"]))
             ablation = self._ablation(best_kernel, stock)
-            singles = [p for p in ablation if (canon(best_kernel), canon(p.knobs["arch"])) not in done][:room]
+            singles = [p for p in ablation if self.key(best_kernel, p.knobs["arch"]) not in done][:room]
             if singles and not by["D"] and len(ablation) > self.phases.D:
                 # the budget cannot try every change alone: the first single says which ones it leaves out
                 singles[0].knobs["not_tried"] = [p.knobs["change"] for p in ablation[self.phases.D:]]
             if singles:
                 for p in singles:
-                    done.add((canon(best_kernel), canon(p.knobs["arch"])))
+                    done.add(self.key(best_kernel, p.knobs["arch"]))
                 return singles
             fam = self._live_knobs(by, best_kernel, stock)
             return self._tpe("D", fam, [(r.knobs["arch"], r) for r in by["D"] if
@@ -206,22 +220,23 @@ class CodesignAgent(AgentBase):
         scored = sorted((r for r in recs if r.score is not None), key=lambda r: sign * r.score)
         picks, seen = [], set()
         for r in scored:
-            if canon(r.knobs[part]) not in seen:
-                seen.add(canon(r.knobs[part]))
+            key = canon(self.same_work(r.knobs[part]) if part == "kernel" else r.knobs[part])
+            if key not in seen:
+                seen.add(key)
                 picks.append(r.knobs[part])
         return picks[:k] if k > 1 else (picks[0] if picks else None)
 
     def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int, pair, done) -> list[Proposal]:
         study, dists = tpe.study(fam.knobs, [(knobs, r.score) for knobs, r in history], self.seed + len(history),
                                  self.objective.higher_is_better)
-        key = lambda knobs: canon(dict(zip(("kernel", "arch"), pair(knobs))))  # noqa: E731
+        key = lambda knobs: str(self.key(*pair(knobs)))  # noqa: E731  (the same work: one point, one result)
         seen = {key(knobs): r.score for knobs, r in history}
         out: list[Proposal] = []
         for trial, knobs in tpe.untried(study, dists, seen, 200, key):
             if len(out) >= n:
                 break
             kernel, arch = pair(knobs)
-            pair_key = (canon(kernel), canon(arch))
+            pair_key = self.key(kernel, arch)
             if pair_key in done or fam.violations(knobs, self.shape if fam is self.kernel else {}) or (
                     fam is not self.kernel and self.over_budget(arch)):
                 tpe.tell(study, trial, None)
@@ -305,7 +320,7 @@ class CodesignAgent(AgentBase):
         score = fit.predict if fit is not None else prior
         same = lambda terms: canon({name: round(v, 6) for name, v in terms.items()})  # noqa: E731
         valid = [k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)
-                 and (canon(k), canon(stock)) not in done]
+                 and self.key(k, stock) not in done]
         # Every valid configuration is ranked on facts estimated from its knobs; the best few that the
         # estimates tell apart are compiled and ranked again on their PTX and registers.
         rough: dict[str, tuple[float, dict]] = {}
@@ -348,15 +363,15 @@ class CodesignAgent(AgentBase):
         out = []
         best_arch = archs[0] if isinstance(archs, list) and archs else archs or None
         stock_kernel = dict(self.kernel.default)
-        if best_arch and (canon(stock_kernel), canon(best_arch)) not in done:  # the cross's missing part
-            done.add((canon(stock_kernel), canon(best_arch)))
+        if best_arch and self.key(stock_kernel, best_arch) not in done:  # the cross's missing part
+            done.add(self.key(stock_kernel, best_arch))
             out.append(self.proposal("E", stock_kernel, best_arch, "the stock kernel on the best architecture of D "
                                                                    "(what the architecture alone buys)"))
         if not archs:  # no phase D: nothing to cross
             return out
         for k in kernels if isinstance(kernels, list) else [kernels]:
             for a in archs if isinstance(archs, list) else [archs]:
-                if (canon(k), canon(a)) not in done and len(out) < n:
-                    done.add((canon(k), canon(a)))
+                if self.key(k, a) not in done and len(out) < n:
+                    done.add(self.key(k, a))
                     out.append(self.proposal("E", k, a, "a best kernel of B/C crossed with a best architecture of D"))
         return out
