@@ -103,3 +103,14 @@ def test_suite_entries_are_checked_when_the_campaign_loads():
         campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 16}}, {label: a, problem: {M: 32}}]"])
     with pytest.raises(campaigns.CampaignError, match="at least one"):
         campaigns.load("hopper-gemm", ["suite=[]"])
+
+
+def test_a_suite_does_not_start_from_one_candidate(tmp_path, seed):
+    db = str(tmp_path / "runs.db")
+    args = ["--db", db, "run", "--campaign", "hopper-gemm", "--quiet"]
+    for o in overrides(seed):
+        args += ["--set", o]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    res = CliRunner().invoke(app, [*args[:3], "--from", "2", *args[3:]])
+    assert res.exit_code == 2 and "is a suite: it runs with `autodiscovery run --campaign`" in res.output
+    assert "Traceback" not in res.output

@@ -82,11 +82,12 @@ class SearchAgent(AgentBase):
         self.harness_name = campaign.harness.name
         self.harness = None
         self.warm: list[tuple[str, dict[str, Any], str]] = []
+        """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
 
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.harness = harness
         if store is not None and self.warm_start:
-            self.warm = self.recorded_bests(store, run_id, fingerprint)
+            self.warm = self.warm_moves(self.recorded_bests(store, run_id, fingerprint))
         if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
             self.overlap = harness.parallel > 1
 
@@ -132,26 +133,32 @@ class SearchAgent(AgentBase):
                 break
         return out
 
-    def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
-        """The recorded bests, each followed by its refit to this shape where the harness's fit puts the
-        family's tile knobs elsewhere (a best of a larger problem may tile a smaller one badly)."""
+    def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:
+        """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
+        harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
+        one badly). Made once, when the run is bound."""
+        fit = getattr(self.harness, "fit", None)
         out = []
-        for family, knobs, where in self.warm:
+        for family, knobs, where in bests:
             fam = self.space.families[family]
+            fitted = fit(self.space.render(family, knobs), knobs) if fit is not None else None
+            here = f" Here: {fitted.describe()}." if fitted is not None else ""
+            out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
+                                       f"nearby problem.{here}"))
             refit, why = self.fitted(fam, knobs)
-            moves = [(knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a nearby "
-                             "problem.")]
             if refit != knobs:
-                moves.append((refit, f"Warm start from {where}, refitted to this problem: {family} at "
-                                     f"{_settings(refit)}: {why}"))
-            for k, hypothesis in moves:
-                if len(out) >= n or (family, canon(k)) in tried or fam.violations(k, self.shape):
-                    continue
-                tried.add((family, canon(k)))
-                fit = getattr(self.harness, "fit", None)
-                fitted = fit(self.space.render(family, k), k) if fit is not None else None
-                here = f" Here: {fitted.describe()}." if fitted is not None and k == knobs else ""
-                out.append(self._proposal(fam, k, hypothesis + here, "warm"))
+                out.append((family, refit, f"Warm start from {where}, refitted to this problem: {family} at "
+                                           f"{_settings(refit)}: {why}"))
+        return out
+
+    def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
+        out = []
+        for family, knobs, hypothesis in self.warm:
+            fam = self.space.families[family]
+            if len(out) >= n or (family, canon(knobs)) in tried or fam.violations(knobs, self.shape):
+                continue
+            tried.add((family, canon(knobs)))
+            out.append(self._proposal(fam, knobs, hypothesis, "warm"))
         return out
 
     # ---- the walk ---------------------------------------------------------------------------

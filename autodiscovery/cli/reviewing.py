@@ -184,8 +184,8 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
 def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
            out: Annotated[Optional[Path], typer.Option(help="Where to write the best kernel's source.")] = None,
            library: Annotated[Optional[Path], typer.Option(
-               help="Write a callable library into this folder instead: the dispatch table of the run (or of "
-                    "each problem of a suite), the cubins and a Python module, gemm(A, B).")] = None,
+               help="Write a callable library into this folder instead, as the run's harness makes one: the best "
+                    "kernel of the run (or of each problem of a suite), built, with a module to call them.")] = None,
     db: DbOption = None,
 ) -> None:
     """Write the best kernel's source (its launch manifest included) and a JSON summary beside it; or,
@@ -198,9 +198,7 @@ def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
             table = report.library(store(db), run_id, library)
         except OSError as exc:
             raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
-        shapes = ", ".join("×".join(map(str, k["shape"])) for k in table["kernels"])
-        say(f"wrote {library}/: {len(table['kernels'])} tuned shapes ({shapes}), their cubins and tuned_gemm.py; "
-            f"use it with `sys.path.insert(0, '{library}'); from tuned_gemm import gemm`")
+        say(f"wrote {library}/: {table['summary']}")
         return
     source, meta = report.export(store(db), run_id)
     write(out, source)

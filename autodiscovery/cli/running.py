@@ -95,24 +95,13 @@ def run(
     previous = signal.signal(signal.SIGINT, on_interrupt)
     if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(db, resume)):
         return _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous)
-    try:
+    with _saved(started, "run", previous):
         if resume is None:
             run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
                                   from_=from_, campaign=loaded)
         else:
             run_id = runner.resume(resume, overrides, db, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
                                    started=started.append)
-    except KeyboardInterrupt:
-        where = f"autodiscovery run --resume {started[0]}" if started else "autodiscovery run --resume <id>"
-        err.print(f"interrupted: everything so far is saved; continue with `{where}`", soft_wrap=True)
-        raise typer.Exit(130) from None
-    except AutoDiscoveryError as exc:
-        if started:
-            raise AutoDiscoveryError(f"{exc}; run {started[0]} is saved: continue with "
-                                     f"`autodiscovery run --resume {started[0]}`") from None
-        raise
-    finally:
-        signal.signal(signal.SIGINT, previous)
     summary = report.run_row(db, run_id)
     if stop.requested:
         say(f"run {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
@@ -132,34 +121,42 @@ def run(
         raise typer.Exit(1)
 
 
-def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous) -> None:
-    """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
-    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+@contextlib.contextmanager
+def _saved(started: list[int], what: str, previous):
+    """Around a run or a suite: an interrupt or an error says how to continue what was saved; the
+    previous Ctrl-C handler comes back."""
     try:
-        with console.status("suite") if quiet else contextlib.nullcontext() as status:
-            progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
-            if resume is None:
-                run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
-            else:
-                run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)
+        yield
     except KeyboardInterrupt:
         where = f"autodiscovery run --resume {started[0]}" if started else "autodiscovery run --resume <id>"
         err.print(f"interrupted: everything so far is saved; continue with `{where}`", soft_wrap=True)
         raise typer.Exit(130) from None
     except AutoDiscoveryError as exc:
         if started:
-            raise AutoDiscoveryError(f"{exc}; suite {started[0]} is saved: continue with "
+            raise AutoDiscoveryError(f"{exc}; {what} {started[0]} is saved: continue with "
                                      f"`autodiscovery run --resume {started[0]}`") from None
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous) -> None:
+    """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
+    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    with _saved(started, "suite", previous), console.status("suite") if quiet else contextlib.nullcontext() as status:
+        progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
+        if resume is None:
+            run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
+        else:
+            run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)
     console.print(display.dispatch_table(report.dispatch(db, run_id)))
     summary = report.run_row(db, run_id)
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
         raise typer.Exit(130)
-    say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `autodiscovery report {run_id}`; "
-        f"`autodiscovery export {run_id} --library DIR` writes the tuned kernels as a library.")
+    library = hasattr(report.harness_class(db, run_id), "export_library")
+    say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `autodiscovery report {run_id}`"
+        + (f"; `autodiscovery export {run_id} --library DIR` writes its best kernels as a library." if library else "."))
 
 
 @app.command()

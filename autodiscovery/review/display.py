@@ -10,6 +10,7 @@ from typing import Any
 from rich import box
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import (
     BarColumn,
@@ -327,7 +328,7 @@ def dispatch_table(data: dict) -> Table:
         if r["score"] is not None:  # its configuration: `lineage RUN`, or the --json
             kernel = f"{r['family'] or '?'} #{r['best_seq']}"
         else:
-            kernel = f"[red]{r['stop_reason'] or r['status']}[/]"
+            kernel = f"[red]{escape(r['stop_reason'] or r['status'])}[/]"
         cells.append([r["label"], r["shape"], fmt(r["run"], "d"), kernel,
                       *figure_cells(harness, "suite", r["figures"], False), fmt(r["score"], objective.spec),
                       *figure_cells(harness, "suite", r["figures"], True), str(r["evaluated"])])

@@ -317,14 +317,14 @@ def dispatch(store: Store, run_id: int) -> dict:
     """A suite's dispatch table: for each of its problems, in the suite's order, the run that tuned it
     and that run's best (its objective, interval, the harness's suite figures), or why there is none."""
     from autodiscovery.campaign import validate
+    from autodiscovery.running.suite import runs_of
 
     with store.session() as s:
         parent = _run(s, run_id)
         if not (parent.config or {}).get("suite"):
             raise NotFound(f"run {run_id} is not a suite (its campaign names no `suite:`)")
         harness = harness_of(parent)
-        kids = {r.campaign.removeprefix(f"{parent.campaign}/"): r
-                for r in s.scalars(select(Run).where(Run.parent_id == run_id).order_by(Run.id))}
+        kids = runs_of(s, parent)
         campaign = validate(parent.config, f"campaign of run {run_id}")
         rows = []
         for entry in campaign.suite:
@@ -352,20 +352,20 @@ def dispatch(store: Store, run_id: int) -> dict:
 def library(store: Store, run_id: int, folder) -> dict:
     """The best kernel of a run, or of each problem of a suite, written as a library by its harness."""
     from autodiscovery.campaign import validate
+    from autodiscovery.running.suite import runs_of
 
     with store.session() as s:
         parent = _run(s, run_id)
-        runs = list(s.scalars(select(Run).where(Run.parent_id == run_id).order_by(Run.id))) \
-            if (parent.config or {}).get("suite") else [parent]
+        runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
         harness = harness_of(parent)
         if not hasattr(harness, "export_library"):
             raise NotFound(f"run {run_id}: the {harness.name} harness does not write libraries")
         items = []
-        for run in runs:
+        for label, run in runs.items():
             if run.best is None:
                 continue
             m = _metrics(run.best, harness)
-            items.append({"run": run.id, "seq": run.best.seq, "label": run.campaign.removeprefix(f"{parent.campaign}/"),
+            items.append({"run": run.id, "seq": run.best.seq, "label": label,
                           "campaign": validate(run.config, f"campaign of run {run.id}"), "fingerprint": run.fingerprint,
                           "source": run.best.source, "family": run.best.family, "knobs": dict(run.best.knobs),
                           "score": m["score"], "figures": m["figures"]})

@@ -86,6 +86,9 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
         campaign = validate(config, f"campaign of run {recorded.run_id}", overrides)
     elif campaign is None:
         campaign = load(name_or_path or DEFAULT_CAMPAIGN, overrides)  # validated before anything else happens
+    if campaign.suite and parent_id is None:
+        raise AutoDiscoveryError(f"campaign '{campaign.name}' is a suite: it runs with `autodiscovery run --campaign`, "
+                                 "a run for each of its problems (--from starts one run)")
     harness, agent = prepare(campaign, harness)
     seed = seed or agent.seed_proposal(campaign)
     harness.check(seed.source)  # a shape the seed cannot take is refused now

@@ -22,12 +22,16 @@ class SuiteError(AutoDiscoveryError):
     pass
 
 
+def runs_of(s, parent: Run) -> dict[str, Run]:
+    """The runs of a suite (in a session) by their problem's label: their campaign name after the suite's."""
+    runs = s.query(Run).filter(Run.parent_id == parent.id).order_by(Run.id)
+    return {r.campaign.removeprefix(f"{parent.campaign}/"): r for r in runs}
+
+
 def children(store: Store, parent_id: int) -> dict[str, int]:
-    """The runs of a suite by their problem's label (the part of their campaign name after the suite's)."""
+    """The run ids of a suite by their problem's label."""
     with store.session() as s:
-        parent = Run.find(s, parent_id)
-        runs = s.query(Run).filter(Run.parent_id == parent_id).order_by(Run.id)
-        return {r.campaign.removeprefix(f"{parent.campaign}/"): r.id for r in runs}
+        return {label: r.id for label, r in runs_of(s, Run.find(s, parent_id)).items()}
 
 
 def start(campaign: Campaign, overrides: list[str], store: Store, display, stop, started=None,
