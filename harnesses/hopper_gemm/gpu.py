@@ -265,14 +265,15 @@ def _max_sm_clock_mhz(dev: cp.cuda.Device) -> float:
 
 
 class Helpers:
-    """The harness's own kernels (bench_kernels.cu): input draws, input checks, output comparison, poison."""
+    """The harness's own kernels (bench_kernels.cu): input draws, input checks, output comparison, poison,
+    the read that leaves L2 clean, the delay."""
 
     THREADS = 256
 
     def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
         self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
-                    for n in ("fill", "verify", "poison", "compare", "delay")}
+                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay")}
         self.stream = cu.CUstream(stream.ptr)
         self.blocks = 4 * sms
 
@@ -299,6 +300,11 @@ class Helpers:
     def compare(self, c: cp.ndarray, ref: cp.ndarray, stats: int) -> None:
         self._launch("compare", [ctypes.c_void_p(c.data.ptr), ctypes.c_void_p(ref.data.ptr),
                                  ctypes.c_uint64(c.size), ctypes.c_void_p(stats)])
+
+    def scrub(self, data: cp.ndarray, sink: cp.ndarray) -> None:
+        """Read `data` (zeros, a multiple of 16 bytes) end to end; `sink` is never written."""
+        self._launch("scrub", [ctypes.c_void_p(data.data.ptr), ctypes.c_uint64(data.nbytes // 16),
+                               ctypes.c_void_p(sink.data.ptr)])
 
     def delay(self, seconds: float) -> None:
         self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)
