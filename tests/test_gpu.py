@@ -349,3 +349,63 @@ def test_replay_of_a_short_real_run(tmp_path, build_cache):
         assert s["delta"] is not None and s["replayed"]["figures"]["pct_peak"] > 0
     # The structural steps are far apart; the replay ranks them the same way.
     assert [s["replayed"]["score"] for s in data["steps"]] == sorted(s["replayed"]["score"] for s in data["steps"])
+
+
+SPLITK_VARIANTS = {
+    "no split, 64x64": {"BM": 64, "BN": 64, "SPLIT": 1},
+    "no split, 128x256, two consumers": {"BM": 128, "BN": 256, "SPLIT": 1, "CONSUMERS": 2},
+    "pairs, 128x256, two consumers": {"BM": 128, "BN": 256, "SPLIT": 2, "CONSUMERS": 2},
+    "pairs, 128x64, one consumer of two 64-row MMAs": {"BM": 128, "BN": 64, "SPLIT": 2},
+    "fours, 64x256": {"BM": 64, "BN": 256, "SPLIT": 4},
+    "fours, 128x64, two consumers, shallow ring": {"BM": 128, "BN": 64, "SPLIT": 4, "CONSUMERS": 2, "QSIZE": 3},
+    "eights, 64x64 (8 rows a block)": {"BM": 64, "BN": 64, "SPLIT": 8},
+    "eights, 128x256, two consumers, 40/232 registers": {"BM": 128, "BN": 256, "SPLIT": 8, "CONSUMERS": 2,
+                                                         "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "eights, 128x64, one consumer, ungrouped, deep ring": {"BM": 128, "BN": 64, "SPLIT": 8, "GROUP_M": 1,
+                                                           "QSIZE": 6},
+    "two consumers on 64 rows (refused)": {"BM": 64, "BN": 64, "SPLIT": 2, "CONSUMERS": 2},
+}
+
+
+@pytest.mark.parametrize("shape", [(128, 4096, 4096), (1000, 776, 520), (1000, 778, 520), (256, 512, 192)])
+@pytest.mark.parametrize("variant", list(SPLITK_VARIANTS))
+def test_split_k_family_variants_pass_the_gate(build_cache, variant, shape):
+    """K split across a cluster and added up through distributed shared memory: at a skinny shape, at
+    ragged ones (N % 4 == 0 and == 2: the 8-byte and the 4-byte stores), and at a small K where some
+    blocks of a cluster get no K tile at all (3 K tiles over 4 or 8 blocks)."""
+    M, N, K = shape
+    fam = Space("hopper_gemm").families["wgmma_splitk"]
+    knobs = {**fam.default, **SPLITK_VARIANTS[variant]}
+    if why := fam.violations(knobs, {"M": M, "N": N, "K": K}):
+        pytest.skip("; ".join(why))
+    h = harness_at(shape, build_cache)
+    out = evaluate(h, Space("hopper_gemm").render("wgmma_splitk", knobs))
+    assert out.status == "ok", out.log
+
+
+@pytest.mark.parametrize("split", [2, 8])
+def test_split_k_family_sums_the_same_way_every_time(build_cache, split):
+    """The partials are added in rank order: two launches on the same inputs give the same bits."""
+    import cupy as cp
+
+    from harnesses.hopper_gemm.gpu import Kernel, device_info
+
+    M, N, K = 256, 4096, 4096
+    h = harness_at((M, N, K), build_cache)
+    space = Space("hopper_gemm")
+    src = space.render("wgmma_splitk", space.families["wgmma_splitk"].default | {"SPLIT": split})
+    build = h.build(src)
+    assert build.ok, build.log
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        def bf16(rows, cols):
+            x = cp.random.normal(0, 1, (rows, cols), dtype=cp.float32)
+            return (x.view(cp.uint32) >> 16).astype(cp.uint16)
+
+        A, B = bf16(M, K), bf16(N, K)
+        outs = [cp.empty((M, N), cp.uint16) for _ in range(2)]
+        kernel = Kernel(build.artifact, h.check(src).model_dump(), stream, device_info())
+        for C in outs:
+            kernel(kernel.bind(A, B, C))
+        stream.synchronize()
+    assert bool(cp.array_equal(outs[0], outs[1]))

@@ -59,16 +59,46 @@ def test_split_k_adds_units_and_a_pass_over_the_partials(space):
     one = harness.fit(source)
     four = harness.fit(source.replace("tile: [128, 128]", "tile: [128, 128]\nsplit_k: 4"))
     assert (one.tiles, four.tiles, four.split) == (64, 256, 4)
-    assert "× 4 K slices" in four.describe()
+    assert "× 4 K slices" in four.describe() and "in the cluster" not in four.describe()
+    assert not four.cluster_reduce and four.estimate > one.estimate / 4 + 2.0  # the partials' pass through DRAM
 
 
-def structural(M: int, N: int, K: int) -> list:
-    """The structural moves from the seed, with the real harness's fit of the shape."""
+def test_a_split_reduced_in_its_cluster_is_modelled_on_chip(space):
+    """wgmma_splitk: the blocks of a tile's split form a cluster and add the partials up through
+    distributed shared memory, with no pass through DRAM; the same launch told to reduce in DRAM is slower."""
+    harness, _ = harness_at(128, 4096, 4096)
+    knobs = space.families["wgmma_splitk"].default | {"BM": 64, "BN": 128, "SPLIT": 4}
+    source = space.render("wgmma_splitk", knobs)
+    launch = harness.check(source)
+    assert launch.cluster == (4, 1, 1) and launch.split_k == 4 and launch.grid == (2 * 32 * 4, 1, 1)
+    inside = harness.fit(source)
+    assert inside.cluster_reduce and (inside.tiles, inside.ctas) == (256, 256)
+    assert "64×128 tiles × 4 K slices reduced in the cluster: 256 units" in inside.describe()
+    through_dram = harness.fit(source.replace("cluster: [4, 1, 1]", "cluster: [1, 1, 1]"))
+    assert not through_dram.cluster_reduce and through_dram.tiles == inside.tiles
+    assert inside.estimate < through_dram.estimate - 2.0
+    unsplit = harness.fit(space.render("wgmma_splitk", knobs | {"SPLIT": 1}))
+    assert not unsplit.cluster_reduce and unsplit.tiles == 64 and "K slices" not in unsplit.describe()
+
+
+def test_the_split_family_states_shared_memory_for_its_partial(space):
+    """The fp32 partial covers the drained ring: the manifest asks for the larger of the two."""
+    fam = space.families["wgmma_splitk"]
+    for knobs in (fam.default, fam.default | {"BM": 128, "BN": 256, "CONSUMERS": 2, "QSIZE": 2, "SPLIT": 2}):
+        launch = resolve(parse(space.render("wgmma_splitk", knobs)), 4096, 4096, 4096)
+        ring = knobs["QSIZE"] * (knobs["BM"] + knobs["BN"]) * 64 * 2
+        partial = knobs["BM"] * (knobs["BN"] + 8) * 4
+        assert launch.smem == max(ring, partial) + 1024 + 16 * knobs["QSIZE"]
+    assert partial > ring  # the second: the partial sets the size
+
+
+def structural(M: int, N: int, K: int, n: int = 6) -> list:
+    """The first `n` structural moves from the seed, with the real harness's fit of the shape."""
     harness, campaign = harness_at(M, N, K)
     agent = SearchAgent(campaign)
     agent.bind(None, 1, harness, {})
     seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
-    return agent.propose(History([seed], seed, GEMM), 6)
+    return agent.propose(History([seed], seed, GEMM), n)
 
 
 def test_at_the_square_shape_every_family_starts_at_its_default(space):
@@ -88,6 +118,24 @@ def test_at_a_skinny_shape_the_families_start_with_tiles_that_fill_the_gpu(space
     cluster = moves["wgmma_cluster"]
     assert (cluster.knobs["BM"], cluster.knobs["BN"], cluster.knobs["SCHEDULE"]) == (64, 128, "pingpong")
     assert "128 tiles for 132 SMs (0.97 waves)" in cluster.hypothesis
+
+
+@pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (128, 4096, 14336), SKINNY])
+def test_at_a_skinny_shape_the_split_family_starts_split(space, shape):
+    """Too few output tiles for the SMs: the structural move into wgmma_splitk splits K across a cluster."""
+    (move,) = [p for p in structural(*shape, n=7) if p.family == "wgmma_splitk"]
+    split = move.knobs["SPLIT"]
+    assert split > 1 and move.rejected is None and f"cluster: [{split}, 1, 1]" in move.source
+    assert f"× {split} K slices reduced in the cluster" in move.hypothesis
+    M, N, _ = shape
+    tiles = -(-M // move.knobs["BM"]) * -(-N // move.knobs["BN"])
+    assert tiles < 132 <= tiles * split * 2  # the split fills the GPU (a block or two an SM)
+
+
+def test_at_the_square_shape_the_split_family_starts_unsplit(space):
+    (move,) = [p for p in structural(4096, 4096, 4096, n=7) if p.family == "wgmma_splitk"]
+    assert (move.knobs["BM"], move.knobs["BN"], move.knobs["SPLIT"]) == (128, 256, 1)
+    assert "better served by 128×256 tiles: 512 tiles" in move.hypothesis and "cluster: [1, 1, 1]" in move.source
 
 
 def test_shape_knobs_must_be_knobs():

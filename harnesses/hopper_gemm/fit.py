@@ -5,7 +5,8 @@ The time is a model for ordering what to try first at a shape (which tile size, 
 to split K), never a measurement and never part of a decision: each SM is a tensor-core rate (the dense
 peak over the SMs) fed at a fixed number of FLOPs per byte of operand loaded, a tile costs its MMAs or
 its loads (whichever is longer) plus its epilogue and a fixed start, the busiest slot sets the time, and
-a K split adds a pass over the fp32 partials.
+a K split adds a pass over the fp32 partials through DRAM, or, where the blocks of one tile's split form a
+cluster (cluster[0] == split_k), an exchange of the partials between their shared memories.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ TILE_START_US = 0.6
 """What a tile costs beside its main loop: filling the pipeline, the first MMA's wait."""
 DRAM_GBPS = 3000.0
 """For the pass that adds a K split's fp32 partials."""
+DSMEM_GBPS = 3000.0
+"""What distributed shared memory moves between the SMs of clusters, over the whole GPU (published H100
+microbenchmarks put it near 3 TB/s, less for larger clusters); an SM's share is this over the SMs."""
+CLUSTER_REDUCE_US = 0.5
+"""What a split reduced in its cluster costs beside moving the partials: two cluster barriers and the
+round trips of the first remote reads."""
 SMEM_PER_SM = 233472
 """Shared memory of a Hopper SM (228 KB), of which each resident block also takes 1 KB."""
 THREADS_PER_SM = 2048
@@ -47,6 +54,8 @@ class Fit:
     """Share of the tiles' area inside C (the rest is past the edge of a ragged shape)."""
     estimate_us: float
     sms: int
+    cluster_reduce: bool = False
+    """The split's partials are added up inside the cluster, through distributed shared memory."""
 
     @property
     def estimate(self) -> float:
@@ -61,7 +70,8 @@ class Fit:
     def describe(self) -> str:
         """'128×256 tiles: 32 for 132 SMs (0.24 waves), the busiest SM runs 1, 100% useful area'."""
         bm, bn = self.tile
-        split = f" × {self.split} K slices" if self.split > 1 else ""
+        where = " reduced in the cluster" if self.cluster_reduce else ""
+        split = f" × {self.split} K slices{where}" if self.split > 1 else ""
         units = "units" if self.split > 1 else "tiles"
         return (f"{bm}×{bn} tiles{split}: {self.tiles} {units} for {self.sms} SMs ({self.waves:.2f} waves), the busiest "
                 f"block runs {self.per_slot}, {self.useful:.0%} of the tile area inside C")
@@ -89,12 +99,21 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     peak_sm = (peak_tflops or PEAK_TFLOPS) * 1e12 / sms
     k = math.ceil(K / split)
     main = max(2 * bm * bn * k / peak_sm, 2 * (bm + bn) * k * FLOPS_PER_BYTE / peak_sm)
-    epilogue = bm * bn * (4 if split > 1 else out_bytes) * FLOPS_PER_BYTE / peak_sm
-    unit_us = (main + epilogue) * 1e6 + TILE_START_US
+    in_cluster = split > 1 and launch.cluster[0] == split
+    exchange_us = 0.0
+    if in_cluster:
+        # A block leaves its partial in its own shared memory, reads the other blocks' parts of its
+        # BM / split rows through DSMEM and writes those rows of the output.
+        exchange_us = bm * bn * 4 * (split - 1) / split / (DSMEM_GBPS * 1e3 / sms) + CLUSTER_REDUCE_US
+        epilogue = bm * bn * out_bytes / split * FLOPS_PER_BYTE / peak_sm
+    else:
+        epilogue = bm * bn * (4 if split > 1 else out_bytes) * FLOPS_PER_BYTE / peak_sm
+    unit_us = (main + epilogue) * 1e6 + exchange_us + TILE_START_US
     # Blocks sharing an SM share its rate: a slot's unit takes that many times as long.
     sharing = min(per_sm, math.ceil(busy / sms))
     estimate = per_slot * unit_us * sharing
-    if split > 1:
+    if split > 1 and not in_cluster:
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
-               useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms)
+               useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
+               cluster_reduce=in_cluster)
