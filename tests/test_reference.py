@@ -231,7 +231,7 @@ def test_the_prompt_of_a_recorded_reference_run(tmp_path):
     snapshot("reference_prompt_system.txt", data["system"])
     snapshot("reference_prompt_user.txt", data["user"])
     assert "- input `x`: float32 [4096, 16384]" in data["system"] and "160.1 µs" in data["system"]
-    assert "about 220.5 µs in PyTorch eager and 239.6 µs compiled" in data["user"]
+    assert "about 213.7 µs in PyTorch eager and 181.3 µs compiled" in data["user"]
 
 
 @pytest.mark.parametrize("name", ["softmax", "rmsnorm", "sum_reduction", "bias_gelu"])
@@ -275,4 +275,4 @@ def test_a_search_over_a_templated_seed_driven_by_recorded_evaluations(tmp_path)
     assert len(knobs) == len(set(knobs))
     assert all(not tuned.violations(r["knobs"], sizes) for r in rows if r["family"] == "tuned")
     best = next(r for r in rows if r["status"] == "kept" and r["family"] == "tuned")
-    assert best["knobs"] == tuned.default and best["score"] == pytest.approx(1.197, abs=1e-3)
+    assert best["knobs"] == tuned.default and best["score"] == pytest.approx(1.211, abs=1e-3)

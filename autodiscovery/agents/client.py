@@ -66,10 +66,11 @@ class LlmSettings(Strict):
     """Environment variable that holds the key."""
     models: list[LlmModel] = []
     """One or more models; each proposal records which one made it."""
-    batch: int = Field(2, ge=1, le=64)
-    """Proposals requested per round; each draws its own parent and inspirations."""
-    concurrency: int = Field(2, ge=1, le=64)
-    """Requests in flight at once (the proposals of a batch are asked for side by side)."""
+    batch: int | None = Field(None, ge=1, le=64)
+    """Proposals requested per round; each draws its own parent and inspirations; none: 2, or one per
+    device where the harness measures on more (`--gpus`, Ray)."""
+    concurrency: int | None = Field(None, ge=1, le=64)
+    """Requests in flight at once (the proposals of a batch are asked for side by side); none: the batch."""
     overlap: bool = True
     """Ask for the next batch while the current one is built and measured (its verdicts then reach the
     batch after next); false: every batch sees the verdicts of the one before."""

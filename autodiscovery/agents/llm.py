@@ -42,7 +42,7 @@ class LlmAgent(AgentBase):
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
         self.settings = campaign.agent.of(LlmAgent)
-        self.batch = self.settings.batch
+        self.batch = self.settings.batch or 2
         self.overlap = self.settings.overlap
         self.env = environment()
         self.rng = random.Random(self.settings.seed)
@@ -53,6 +53,8 @@ class LlmAgent(AgentBase):
     # ---- wiring ---------------------------------------------------------------------------------
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.store, self.run_id, self.harness, self.fingerprint = store, run_id, harness, fingerprint
+        if self.settings.batch is None:  # one proposal per device, so a pool of GPUs is kept fed
+            self.batch = max(2, getattr(harness, "parallel", 1))
         self.rng = random.Random(f"{self.settings.seed}:{run_id}")
 
     def preflight(self) -> None:
@@ -73,9 +75,10 @@ class LlmAgent(AgentBase):
         s = self.settings
         draws = Programs.of(history, near=s.near_miss).draws(self.rng, n, s.inspirations, s.exploit)
         models = [self.pick() for _ in draws]
-        if s.concurrency == 1 or n == 1:
+        concurrency = s.concurrency or self.batch
+        if concurrency == 1 or n == 1:
             return [self._one(history, d, m) for d, m in zip(draws, models)]
-        with ThreadPoolExecutor(max_workers=min(s.concurrency, n), thread_name_prefix="llm") as pool:
+        with ThreadPoolExecutor(max_workers=min(concurrency, n), thread_name_prefix="llm") as pool:
             return list(pool.map(lambda dm: self._one(history, *dm), zip(draws, models)))
 
     def pick(self) -> LlmModel:

@@ -48,8 +48,9 @@ class SearchSettings(Strict):
     knob_patience: int = Field(6, ge=1)
     """Knob moves without a keep before another family worth tuning gets its turn (families take turns;
     the run ends by the loop's stop rules, or when every valid configuration was tried)."""
-    batch: int = Field(4, ge=1, le=64)
-    """Candidates proposed at once, built in parallel."""
+    batch: int | None = Field(None, ge=1, le=64)
+    """Candidates proposed at once, built in parallel; none: 4, or one per device where the harness
+    measures on more (`--gpus`, Ray)."""
     warm_start: int = Field(3, ge=0)
     """Configurations recorded at other problems to try first: the best of each of this many runs of the
     same space, harness, element types and GPU in the database, nearest problem first (0: none)."""
@@ -70,7 +71,8 @@ class SearchAgent(AgentBase):
 
     def __init__(self, campaign: Campaign) -> None:
         s = campaign.agent.of(SearchAgent)
-        self.batch = s.batch
+        self.batch_setting = s.batch
+        self.batch = s.batch or 4
         self.space = Space(s.space)
         self.seed = s.seed
         self.patience = s.knob_patience
@@ -90,6 +92,8 @@ class SearchAgent(AgentBase):
             self.warm = self.warm_moves(self.recorded_bests(store, run_id, fingerprint))
         if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
             self.overlap = harness.parallel > 1
+        if self.batch_setting is None:
+            self.batch = max(4, harness.parallel)
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
         seed = super().seed_proposal(campaign)

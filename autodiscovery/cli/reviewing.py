@@ -64,10 +64,13 @@ def show(
         data = report.show_run(db, run_id)
         table, extra = report.summary(db, run_id)
         calls = report.llm_summary(db, run_id)
+        used = report.pool(db, run_id)
         if as_json:
-            return emit_json(data | {"harness": extra, "llm_summary": calls})
+            return emit_json(data | {"harness": extra, "llm_summary": calls, "pool": used})
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']}) · "
             f"{report.tally_text(data)}")
+        if used is not None:
+            say(report.pool_text(used))
         if data["config"].get("origin"):
             say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
         console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))

@@ -4,6 +4,7 @@ shows the harness's own columns where they ask to be (`interfaces.Column.views`)
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -50,10 +51,12 @@ def figure_heads(harness: Any, view: str, after: bool, suffix: str = "") -> list
 
 
 class LiveDisplay:
-    """The live view of `autodiscovery run`: progress, the best so far, the latest candidates."""
+    """The live view of `autodiscovery run`: progress, the best so far, the latest candidates. Its
+    updates may come from several threads (decisions are made beside the loop on several devices)."""
 
     def __init__(self, console: Console | None = None, rows: int = 12) -> None:
         self.console = console or Console()
+        self.lock = threading.RLock()
         self.rows: list[tuple] = []
         self.max_rows = rows
         self.best = "–"
@@ -86,10 +89,18 @@ class LiveDisplay:
         self.live.start()
 
     def building(self, seqs: list[int]) -> None:
+        with self.lock:
+            self._building(seqs)
+
+    def _building(self, seqs: list[int]) -> None:
         self.note = f"building {', '.join(f'#{s}' for s in seqs)} ({time.strftime('%H:%M:%S')})"
         self._refresh()
 
     def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+        with self.lock:
+            self._finished(cand, outcome, verdict, reason, best)
+
+    def _finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
         from autodiscovery.running.ledger import build_facts
 
         objective = self.harness.objective
@@ -111,10 +122,11 @@ class LiveDisplay:
         self._refresh()
 
     def stopped(self, reason: str) -> None:
-        self.note = f"stopped: {reason}"
-        self._refresh()
-        if self.live:
-            self.live.stop()
+        with self.lock:
+            self.note = f"stopped: {reason}"
+            self._refresh()
+            if self.live:
+                self.live.stop()
 
     def _refresh(self) -> None:
         if self.live:

@@ -209,6 +209,60 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
     return rows
 
 
+def pool(store: Store, run_id: int) -> dict | None:
+    """Where the devices' time went, from the recorded timestamps (None before any measurement).
+
+    A measurement occupies one device from its end (`created_at`) back by its `seconds`. The window runs
+    from the first start to the last end; a device idle in it is put down to what the run was waiting for
+    at that moment: no candidate proposed and not yet started (the agent), candidates proposed but still
+    compiling (builds: a build starts when its candidate is proposed), or neither (the loop itself:
+    dispatch, decisions)."""
+    with store.session() as s:
+        run = _run(s, run_id)
+        spans, waiting = [], []
+        for c in run.candidates:
+            evs = [e for e in c.evaluations if e.kind in ("benchmark", "head_to_head") and e.status != "running"
+                   and e.seconds > 0]
+            for e in evs:
+                spans.append((e.created_at.timestamp() - e.seconds, e.created_at.timestamp(), e.kind, e.device))
+            bench = [e for e in evs if e.kind == "benchmark"]
+            if bench:
+                start = min(e.created_at.timestamp() - e.seconds for e in bench)
+                built = c.created_at.timestamp() + (c.build.seconds if c.build is not None else 0.0)
+                waiting.append((c.created_at.timestamp(), min(built, start), start))
+        gpus = (run.fingerprint or {}).get("gpus")
+    if not spans:
+        return None
+    devices = len(gpus) if isinstance(gpus, list) and gpus else max(1, len({d for *_, d in spans}))
+    t0, t1 = min(a for a, *_ in spans), max(b for _, b, *_ in spans)
+    window = max(t1 - t0, 1e-9)
+    edges = sorted({t0, t1, *(t for a, b, *_ in spans for t in (a, b)),
+                    *(min(max(t, t0), t1) for w in waiting for t in w)})
+    idle = {"proposal": 0.0, "build": 0.0, "loop": 0.0}
+    for a, b in zip(edges, edges[1:]):
+        mid = (a + b) / 2
+        free = max(0, devices - sum(x <= mid < y for x, y, *_ in spans))
+        if not free:
+            continue
+        ready = [w for w in waiting if w[0] <= mid < w[2]]
+        cause = "proposal" if not ready else "build" if all(mid < built for _, built, _ in ready) else "loop"
+        idle[cause] += free * (b - a)
+    total = devices * window
+    share = {k: sum(b - a for a, b, kind, _ in spans if kind == k) / total for k in ("benchmark", "head_to_head")}
+    return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
+            **{k: round(v, 4) for k, v in share.items()},
+            "idle": {k: round(v / total, 4) for k, v in idle.items()}}
+
+
+def pool_text(p: dict) -> str:
+    """'pool: 8 devices over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
+    proposals 5%, builds 1%, the loop 2%'."""
+    idle = p["idle"]
+    return (f"pool: {p['devices']} device{'s' if p['devices'] > 1 else ''} over {p['window_s']:.0f} s, busy "
+            f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}); idle: "
+            f"waiting for proposals {idle['proposal']:.0%}, builds {idle['build']:.0%}, the loop {idle['loop']:.0%}")
+
+
 def sections(store: Store, run_id: int) -> tuple[list[Section], dict | None]:
     """What the run's harness adds to a report: (its tables, their data or None)."""
     with store.session() as s:

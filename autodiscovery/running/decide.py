@@ -36,7 +36,7 @@ def stop_reason(h: History, campaign: Campaign, elapsed_s: float, llm_usage: tup
     for r in reversed(h.records):
         if r.kept:
             break
-        streak += counted(r.status)
+        streak += counted(r.status) and r.status != "measured"  # measured, not decided: it may be kept
     below = objective.reference is not None and best is not None and not objective.reached(best, objective.reference)
     patience = stop.patience_below if below else stop.patience
     if patience is not None and streak >= patience:

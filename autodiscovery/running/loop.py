@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -117,6 +117,8 @@ class Loop:
                         empty_rounds = 0 if pending else empty_rounds + 1
                         if empty_rounds >= 3:
                             return "the agent produced no usable candidate in 3 rounds in a row"
+                    if self.harness.parallel > 1 and not self.dry_run and getattr(self.agent, "overlap", False):
+                        return self._pipeline(pool, asker)
                     pending = self._screen(pending)
                     builds = {c.id: pool.submit(self.harness.build, c.source) for c in pending}
                     self.display.building([c.seq for c in pending])
@@ -137,11 +139,96 @@ class Loop:
         finally:
             asker.shutdown(wait=False, cancel_futures=True)
 
+    def _pipeline(self, builds_pool: ThreadPoolExecutor, asker: ThreadPoolExecutor) -> str:
+        """Several devices, proposals asked for ahead: no batch waits for its slowest member. Each device
+        takes the next candidate as soon as it is free; the agent is asked for more (in the background,
+        each built at once) while fewer than `parallel` + a batch wait or are measured; a measurement is
+        recorded as soon as it ends (the agent sees it), and decisions are made in the order the
+        candidates were proposed, by one thread of their own, each once it and every one before it are
+        measured, so a head-to-head holds up no device but the one it runs on."""
+        parallel = self.harness.parallel
+        devices = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="device")
+        decider = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
+        order: list[Candidate] = []  # proposed and not yet measured, in proposal order
+        builds: dict[int, Future] = {}
+        measuring: dict[int, Future] = {}
+        deciding: list[Future] = []
+        asking: Future | None = None
+        empty_rounds, dry = 0, False  # dry: the agent had nothing more; asked again once a decision is made
+        fresh = [c for c in self.ledger.candidates() if c.status == "proposed"]  # not yet taken up
+
+        def measured_in_order(everything: bool = False) -> None:
+            """Hand the measured candidates to the decider, in order (all of them at the end of a run)."""
+            while order and (everything or order[0].id in measuring and measuring[order[0].id].done()):
+                cand = order.pop(0)
+                future = measuring.pop(cand.id, None)
+                if future is not None and (result := future.result()) is not None:
+                    deciding.append(decider.submit(self._judge, cand, *result))
+
+        try:
+            while True:
+                reason = self._seed_failed() or self._stop_reason()
+                if not reason:
+                    for cand in self._screen(fresh):
+                        builds[cand.id] = builds_pool.submit(self.harness.build, cand.source)
+                        order.append(cand)
+                    fresh = []
+                    busy = sum(not f.done() for f in measuring.values())
+                    for cand in [c for c in order if c.id not in measuring][:max(0, parallel - busy)]:
+                        measuring[cand.id] = devices.submit(self._measure_and_record, cand, builds[cand.id])
+                measured_in_order()
+                for future in [f for f in deciding if f.done()]:
+                    future.result()  # a decision's error ends the run here
+                    deciding.remove(future)
+                    dry = False
+                if asking is not None and asking.done():
+                    added, proposed = self._record(asking.result())
+                    fresh += added
+                    asking = None
+                    empty_rounds = 0 if added or not proposed else empty_rounds + 1
+                    dry = not proposed
+                    if empty_rounds >= 3:
+                        reason = reason or "the agent produced no usable candidate in 3 rounds in a row"
+                    elif dry and not order and not deciding:
+                        reason = reason or self.agent.exhausted_reason
+                    if not reason:
+                        continue  # the new candidates are taken up at the top
+                if reason:  # nothing new starts; what runs is measured and decided, in order
+                    if all(f.done() for f in measuring.values()):
+                        measured_in_order(everything=True)
+                        for future in deciding:
+                            future.result()
+                        return self._settle(reason, asking)
+                elif asking is None and not dry:
+                    ahead = sum(c.id not in measuring or not measuring[c.id].done() for c in order)
+                    h = self.ledger.history()
+                    if ahead < parallel + self.agent.batch and self._room(h, ahead) > 0:
+                        asking = asker.submit(self._ask, h, ahead, builds_pool)
+                waiting = [f for f in [*measuring.values(), *deciding, asking] if f is not None and not f.done()]
+                if waiting:
+                    wait(waiting, timeout=1.0, return_when=FIRST_COMPLETED)
+        finally:
+            devices.shutdown(wait=True, cancel_futures=True)
+            decider.shutdown(wait=True, cancel_futures=True)
+
+    def _measure_and_record(self, cand: Candidate, build_future: Future) -> tuple[Any, Outcome] | None:
+        """On a device of the pool: the measurement, recorded at once (decided later, in order); None
+        where a stop rule fired before it began."""
+        if (result := self._measure(cand, build_future, guard=True)) is None:
+            return None
+        build, build_id, outcome, eval_id = result
+        self.ledger.finish(eval_id, cand.id, "benchmark", outcome,
+                           status="measured" if outcome.status == "ok" else outcome.status, build_id=build_id)
+        return outcome, build
+
     def _stop_reason(self) -> str | None:
         return stop_reason(self.ledger.history(), self.campaign, self.elapsed(), self.ledger.llm_usage(),
                            self.stop.requested, self.dry_run)
 
     def _seed_failed(self) -> str | None:
+        first = self.ledger.history().records[0]  # kept between writes: no read while nothing changed
+        if first.status not in FAILED and first.status != "rejected":
+            return None
         seed = self.ledger.candidates()[0]
         if seed.status in FAILED or seed.status == "rejected":
             ev = seed.measurement or (seed.evaluations[-1] if seed.evaluations else None)
@@ -178,10 +265,10 @@ class Loop:
                     break
         return proposals
 
-    def _settle(self, reason: str) -> str:
+    def _settle(self, reason: str, ahead: Future | None = None) -> str:
         """A stop rule fired: what the agent was already asked for is recorded (as proposed, evaluated
         on resume), so the requests it cost are linked to what they produced."""
-        ahead, self.ahead = self.ahead, None
+        ahead, self.ahead = ahead or self.ahead, None
         if ahead is not None and not ahead.cancel():
             try:
                 self._record(ahead.result())

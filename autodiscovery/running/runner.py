@@ -41,7 +41,9 @@ def prepare(campaign: Campaign, harness=None):
 
 
 def workers(harness) -> int:
-    return harness.build_workers or os.cpu_count() or 2
+    """Builds at once: `harness.build_workers`, else one per CPU, and never fewer than the devices the
+    harness measures on (a pool's devices must not wait for their builds)."""
+    return harness.build_workers or max(os.cpu_count() or 2, getattr(harness, "parallel", 1))
 
 
 def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Proposal]:

@@ -1,0 +1,145 @@
+"""A pool of devices kept busy: the loop on several stand-in GPUs whose evaluations and head-to-heads take
+the times recorded on an H100 (tests/data/h100_run.db), scaled down. No GPU: the devices are a
+semaphore, the measurements the replayed ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from replay import ReplayHarness
+from sqlalchemy import select
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.llm import LlmAgent
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.review import report
+from autodiscovery.running.loop import Loop
+from autodiscovery.store import Candidate, Decision, Run, Store
+
+RECORDED = Path(__file__).parent / "data" / "h100_run.db"
+SCALE = 0.5
+"""Recorded seconds to test seconds: evaluations of 1.2 to 3.7 s."""
+
+
+def recorded_seconds(kind: str) -> list[float]:
+    with sqlite3.connect(RECORDED) as db:
+        return [r[0] for r in db.execute("select seconds from evaluations where kind = ? order by id", (kind,))]
+
+
+class PooledReplay(ReplayHarness):
+    """`parallel` devices, each holding one evaluation or head-to-head at a time for its recorded time
+    (one of the recorded ones, picked by the kernel's hash)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.bench, self.h2h = recorded_seconds("benchmark"), recorded_seconds("head_to_head")
+        self.spans: list[tuple[float, float]] = []
+        self.lock = threading.Lock()
+        self.set_devices(1)
+
+    def set_devices(self, n: int) -> None:
+        self.parallel, self.devices = n, threading.Semaphore(n)
+
+    def _hold(self, seconds: float) -> float:
+        with self.devices:
+            t = time.monotonic()
+            time.sleep(seconds * SCALE)
+            with self.lock:
+                self.spans.append((t, time.monotonic()))
+            return time.monotonic() - t
+
+    def evaluate(self, source, build, bar=None):
+        held = self._hold(self.bench[int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) % len(self.bench)])
+        return dataclasses.replace(super().evaluate(source, build, bar), seconds=held)
+
+    def head_to_head(self, challenger, incumbent):
+        held = self._hold(self.h2h[int(challenger[1].cache_key[:8], 16) % len(self.h2h)])
+        return dataclasses.replace(super().head_to_head(challenger, incumbent), seconds=held)
+
+    def busy(self) -> tuple[float, int]:
+        """Share of the devices' time spent measuring, from the first start to the last end; the most
+        measurements at once."""
+        start, end = min(s for s, _ in self.spans), max(e for _, e in self.spans)
+        edges = sorted([(s, 1) for s, _ in self.spans] + [(e, -1) for _, e in self.spans])
+        most = now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        return sum(e - s for s, e in self.spans) / (self.parallel * (end - start)), most
+
+
+def run_on(devices: int, db: Path, *settings: str):
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=40", "stop.patience=500", "stop.target=50",
+                                              *settings])
+    agent = SearchAgent(campaign)
+    harness = PooledReplay(agent.space)
+    harness.set_devices(devices)
+    store = Store(db)
+    run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
+                                                                     "gpus": list(range(devices))})
+    return store, run_id, harness, agent
+
+
+def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path):
+    store, run_id, harness, agent = run_on(8, tmp_path / "eight.db")
+    assert agent.batch == 8  # a batch is one candidate per device
+    share, most = harness.busy()
+    assert most == 8 and share >= 0.6, (share, most)
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run.status == "finished" and run.stop_reason == "budget spent: 40 candidates"
+        cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
+        assert sum(c.status != "proposed" for c in cands) == 40
+        assert all(c.status in ("kept", "reverted", "rejected", "proposed") for c in cands)  # none left undecided
+        decided = [d.candidate_id for d in s.scalars(select(Decision).where(Decision.run_id == run_id)
+                                                     .order_by(Decision.id))]
+        scores = [c.measurement.metrics["ratio"]["median"] for c in cands if c.status == "kept"]
+    seq = {c.id: c.seq for c in cands}
+    assert [seq[i] for i in decided] == sorted(seq[i] for i in decided)  # in proposal order
+    assert len(scores) >= 4 and scores == sorted(scores)
+    # `show` tells the same from the recorded timestamps alone.
+    used = report.pool(store, run_id)
+    assert used["devices"] == 8 and abs(used["busy"] - share) < 0.05, (used, share)
+    assert used["busy"] + sum(used["idle"].values()) == pytest.approx(1.0, abs=0.02)
+    assert report.pool_text(used).startswith("pool: 8 devices over ")
+
+
+def test_a_stop_with_measurements_in_flight_decides_them_and_loses_nothing(tmp_path):
+    """The target is reached while other devices are still measuring: what they measure is recorded and
+    decided, what had not started stays proposed (for a resume), nothing is measured twice."""
+    store, run_id, harness, _ = run_on(8, tmp_path / "stop.db", "stop.target=0.5")
+    with store.session() as s:
+        run = s.get(Run, run_id)
+        assert run.stop_reason.startswith("target reached")
+        cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id)))
+        assert all(c.status != "measured" and c.status != "evaluating" for c in cands)
+        assert all(c.decision is not None for c in cands if c.status in ("kept", "reverted"))
+        measured = [c for c in cands if c.measurement is not None]
+        assert len(harness.evaluated) == len(measured)
+
+
+def test_the_batch_and_the_llm_requests_follow_the_pool():
+    search = SearchAgent(campaigns.load("hopper-gemm"))
+    pool = PooledReplay(search.space)
+    pool.set_devices(8)
+    search.bind(None, 1, pool, {})
+    assert search.batch == 8 and search.overlap
+    fixed = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.batch=3"]))
+    fixed.bind(None, 1, pool, {})
+    assert fixed.batch == 3  # what the campaign says stands
+    pool.set_devices(1)
+    search.bind(None, 1, pool, {})
+    assert search.batch == 4 and not search.overlap
+
+    llm = LlmAgent(campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                                  "agent.llm.models=[{name: m}]"]))
+    assert llm.batch == 2
+    pool.set_devices(8)
+    llm.bind(None, 1, pool, {})
+    assert llm.batch == 8
