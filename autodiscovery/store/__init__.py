@@ -74,9 +74,22 @@ def why(exc: DatabaseError) -> str:
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    import sqlite3
+    import time
+
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # first: switching to WAL waits for a lock too
-    cur.execute("PRAGMA journal_mode=WAL")
+    # A new file is not in WAL mode yet: where processes opening it at once would deadlock on its rollback
+    # journal, SQLite answers one of them "locked" at once, without waiting. Try again, within the timeout.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     cur.execute("PRAGMA foreign_keys=ON")
     cur.close()
 
