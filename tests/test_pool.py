@@ -107,7 +107,7 @@ def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path):
     used = report.pool(store, run_id)
     assert used["devices"] == 8 and abs(used["busy"] - share) < 0.05, (used, share)
     assert used["busy"] + sum(used["idle"].values()) == pytest.approx(1.0, abs=0.02)
-    assert report.pool_text(used).startswith("pool: 8 devices over ")
+    assert report.pool_text(used).startswith("pool: 8 at once over ")
 
 
 def test_a_stop_with_measurements_in_flight_decides_them_and_loses_nothing(tmp_path):
@@ -143,3 +143,17 @@ def test_the_batch_and_the_llm_requests_follow_the_pool():
     pool.set_devices(8)
     llm.bind(None, 1, pool, {})
     assert llm.batch == 8
+
+
+def test_where_a_recorded_runs_time_went(tmp_path):
+    """The H100 run the tests keep: one GPU, its time split between benchmarks, head-to-heads and idle,
+    the shares adding up to the whole window."""
+    import shutil
+
+    db = tmp_path / "h100.db"
+    shutil.copy(RECORDED, db)
+    used = report.pool(Store(db), 1)
+    assert used["devices"] == 1 and 0.5 < used["busy"] <= 1.0
+    assert used["head_to_head"] > 0 and used["busy"] == pytest.approx(used["benchmark"] + used["head_to_head"],
+                                                                      abs=1e-3)
+    assert used["busy"] + sum(used["idle"].values()) == pytest.approx(1.0, abs=0.02)

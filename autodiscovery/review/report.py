@@ -210,7 +210,8 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
 
 
 def pool(store: Store, run_id: int) -> dict | None:
-    """Where the devices' time went, from the recorded timestamps (None before any measurement).
+    """Where the devices' time went, from the recorded timestamps (None before any measurement). The
+    devices: the GPUs the run was given, or the most measurements that ran at once (simulations).
 
     A measurement occupies one device from its end (`created_at`) back by its `seconds`. The window runs
     from the first start to the last end; a device idle in it is put down to what the run was waiting for
@@ -233,7 +234,14 @@ def pool(store: Store, run_id: int) -> dict | None:
         gpus = (run.fingerprint or {}).get("gpus")
     if not spans:
         return None
-    devices = len(gpus) if isinstance(gpus, list) and gpus else max(1, len({d for *_, d in spans}))
+    if isinstance(gpus, list) and gpus:
+        devices = len(gpus)
+    else:  # the most at once for half a second or more (an end is recorded a moment after it happens)
+        devices, now, steps = 1, 0, sorted([(a, 1) for a, *_ in spans] + [(b, -1) for _, b, *_ in spans])
+        for (t, step), (t_next, _) in zip(steps, steps[1:]):
+            now += step
+            if t_next - t >= 0.5:
+                devices = max(devices, now)
     t0, t1 = min(a for a, *_ in spans), max(b for _, b, *_ in spans)
     window = max(t1 - t0, 1e-9)
     edges = sorted({t0, t1, *(t for a, b, *_ in spans for t in (a, b)),
@@ -255,10 +263,10 @@ def pool(store: Store, run_id: int) -> dict | None:
 
 
 def pool_text(p: dict) -> str:
-    """'pool: 8 devices over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
+    """'pool: 8 at once over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
     proposals 5%, builds 1%, the loop 2%'."""
     idle = p["idle"]
-    return (f"pool: {p['devices']} device{'s' if p['devices'] > 1 else ''} over {p['window_s']:.0f} s, busy "
+    return (f"pool: {p['devices']} at once over {p['window_s']:.0f} s, busy "
             f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}); idle: "
             f"waiting for proposals {idle['proposal']:.0%}, builds {idle['build']:.0%}, the loop {idle['loop']:.0%}")
 
