@@ -41,10 +41,8 @@ def record(store, shape, family, knobs, ratio, cache, parent=None, label=None):
         return run.id
 
 
-@needs_nvcc
-def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
-    store = Store(tmp_path / "runs.db")
-    cache = tmp_path / "cache"
+def two_shape_suite(store) -> int:
+    """A finished suite's run of two problems, a (256×4096×4096) and b (4096³), with no runs under it yet."""
     suite = campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 256, N: 4096, K: 4096}}, "
                                            "{label: b, problem: {M: 4096, N: 4096, K: 4096}}]"])
     with store.session() as s:
@@ -52,7 +50,14 @@ def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
                      fingerprint={}, status="finished")
         s.add(parent)
         s.flush()
-        pid = parent.id
+        return parent.id
+
+
+@needs_nvcc
+def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
+    store = Store(tmp_path / "runs.db")
+    cache = tmp_path / "cache"
+    pid = two_shape_suite(store)
     record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97, cache,
            pid, "a")
     record(store, (4096, 4096, 4096), "wgmma_ws", {}, 1.01, cache, pid, "b")

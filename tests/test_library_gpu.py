@@ -11,10 +11,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from autodiscovery import campaign as campaigns
 from autodiscovery.cli import app
-from autodiscovery.store import Run, Store
-from test_library import record
+from autodiscovery.store import Store
+from test_library import record, two_shape_suite
 
 pytestmark = pytest.mark.gpu
 
@@ -70,14 +69,7 @@ print(json.dumps(out))
 
 def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     store = Store(tmp_path / "runs.db")
-    suite = campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 256, N: 4096, K: 4096}}, "
-                                           "{label: b, problem: {M: 4096, N: 4096, K: 4096}}]"])
-    with store.session() as s:
-        parent = Run(campaign="llama", agent="suite of search", config=suite.model_dump(mode="json"),
-                     fingerprint={}, status="finished")
-        s.add(parent)
-        s.flush()
-        pid = parent.id
+    pid = two_shape_suite(store)
     record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97,
            build_cache, pid, "a")
     record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, build_cache, pid, "b")
