@@ -201,8 +201,7 @@ class Loop:
                         return self._settle(reason, asking)
                 elif asking is None and not dry:
                     ahead = sum(c.id not in measuring or not measuring[c.id].done() for c in order)
-                    h = self.ledger.history()
-                    if ahead < parallel + self.agent.batch and self._room(h, ahead) > 0:
+                    if ahead < parallel + self.agent.batch and self._room(h := self.ledger.history(), ahead) > 0:
                         asking = asker.submit(self._ask, h, ahead, builds_pool)
                 waiting = [f for f in [*measuring.values(), *deciding, asking] if f is not None and not f.done()]
                 if waiting:
@@ -217,8 +216,7 @@ class Loop:
         if (result := self._measure(cand, build_future, guard=True)) is None:
             return None
         build, build_id, outcome, eval_id = result
-        self.ledger.finish(eval_id, cand.id, "benchmark", outcome,
-                           status="measured" if outcome.status == "ok" else outcome.status, build_id=build_id)
+        self._record_measurement(cand, build_id, outcome, eval_id)
         return outcome, build
 
     def _stop_reason(self) -> str | None:
@@ -336,9 +334,13 @@ class Loop:
             self.ledger.built(cand.id, build_id)
             return self.display.finished(self.ledger.candidate(cand.id), None, "built",
                                          "compiled (dry run: not measured)", None)
+        self._record_measurement(cand, build_id, outcome, eval_id)
+        self._judge(cand, outcome, build)
+
+    def _record_measurement(self, cand: Candidate, build_id: int | None, outcome: Outcome,
+                            eval_id: int | None) -> None:
         self.ledger.finish(eval_id, cand.id, "benchmark", outcome,
                            status="measured" if outcome.status == "ok" else outcome.status, build_id=build_id)
-        self._judge(cand, outcome, build)
 
     def _ahead_of_decisions(self, pending: list[Candidate], measured: list, pool: ThreadPoolExecutor) -> None:
         """Decisions are made in order, each challenger head to head with the incumbent of its turn. When
