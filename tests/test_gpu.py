@@ -316,6 +316,15 @@ CLUSTER_VARIANTS = {
     "ping-pong in pairs along M": {"SCHEDULE": "pingpong", "BM": 64, "CLUSTER": 2},
     "ping-pong 128x128, whole-tile epilogue": {"SCHEDULE": "pingpong", "BM": 128, "BN": 128, "EPILOGUE": "tma"},
     "tall tiles in pairs along N": {"BM": 256, "BN": 128, "CLUSTER": 2, "CLUSTER_DIM": "N", "GROUP_M": 8},
+    "three consumers, 192x192, registers epilogue": {"BM": 192, "BN": 192, "EPILOGUE": "regs", "CTAS": 0,
+                                                     "CONSUMER_REGS": 160},
+    "three consumers, 192x192 in pairs along N, whole-tile epilogue": {
+        "BM": 192, "BN": 192, "EPILOGUE": "tma", "QSIZE": 3, "CLUSTER": 2, "CLUSTER_DIM": "N",
+        "PRODUCER_REGS": 40, "CONSUMER_REGS": 152},
+    "three consumers, 192x128 in pairs along M, split epilogue": {"BM": 192, "BN": 128, "CLUSTER": 2,
+                                                                   "CONSUMER_REGS": 160},
+    "three consumers, 192x192, epilogue in three parts": {"BM": 192, "BN": 192, "CTAS": 0, "CONSUMER_REGS": 160},
+    "128x192 in pairs along N, epilogue in three parts": {"BN": 192, "CLUSTER": 2, "CLUSTER_DIM": "N"},
 }
 
 

@@ -9,6 +9,7 @@ from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.agents.space import Space
 from autodiscovery.interfaces import History, Record
+from autodiscovery.toolkit.text import canon
 from harnesses.hopper_gemm import HopperGemmHarness, ManifestError
 from harnesses.hopper_gemm.manifest import parse, resolve
 
@@ -105,7 +106,9 @@ def test_at_the_square_shape_every_family_starts_at_its_default(space):
     moves = structural(4096, 4096, 4096)
     assert [p.family for p in moves] == ["tiled", "mma_sync", *WGMMA]
     for p in moves:
-        assert p.knobs == space.families[p.family].default and "its default fits the shape" in p.hypothesis
+        assert p.knobs == space.families[p.family].default
+        fitted = bool(space.families[p.family].shape_knobs)  # CUDA-core tiles have no fit
+        assert ("its default fits the shape" in p.hypothesis) == fitted, p.family
 
 
 def test_at_a_skinny_shape_the_families_start_with_tiles_that_fill_the_gpu(space):
@@ -233,3 +236,74 @@ def test_a_warm_start_from_a_larger_problem_is_refitted_to_this_one(space, tmp_p
     assert recorded.knobs == space.families["wgmma_cluster"].default and "Here: 128×256 tiles" in recorded.hypothesis
     assert (refit.knobs["BM"], refit.knobs["BN"]) == (64, 128) and refit.proposer == "search:warm"
     assert "refitted to this problem" in refit.hypothesis and "estimated" in refit.hypothesis
+
+
+MID = (2304, 8192, 6144)  # 4.4 waves of 128×256 tiles; 192×192 tiles give 3.91
+
+
+def test_three_consumer_warpgroups_cover_a_192_row_tile(space):
+    """BM 192 (cooperative) takes three consumer warpgroups of 64 rows, 512 threads, a register split
+    of its own; the split epilogue of a 192-column tile goes out in three 64-column parts."""
+    fam = space.families["wgmma_cluster"]
+    knobs = fam.default | {"BM": 192, "BN": 192, "CONSUMER_REGS": 160, "CTAS": 0}
+    assert not fam.violations(knobs, dict(zip("MNK", MID)))
+    source = space.render("wgmma_cluster", knobs)
+    launch = resolve(parse(source), *MID)
+    assert launch.block == (512, 1, 1) and launch.tile == (192, 192) and launch.grid == (132, 1, 1)
+    assert "CONSUMERS = 3" in source and "setmaxnreg.inc.sync.aligned.u32 160" in source
+    assert "column part 2 of 3" in source and "column part 3 of 3" not in source
+    assert launch.smem == 4 * 384 * 64 * 2 + 192 * 192 * 2 // 3 + 1024 + 16 * 4
+    assert any("at most 160 each" in r for r in fam.violations(knobs | {"BN": 256}, {}))
+    assert any("64K-register file" in r for r in fam.violations(knobs | {"CONSUMER_REGS": 232}, {}))
+    assert any("232 or 240" in r for r in fam.violations(fam.default | {"CONSUMER_REGS": 160}, {}))
+
+
+def test_a_shape_two_tile_sizes_quantize_badly_starts_at_192_square_tiles(space):
+    """128×256 tiles leave 2304×8192 a ragged fifth wave; the structural move starts at 192×192 tiles
+    (3.91 waves), with the register split three consumers need, and the default comes next as the check."""
+    harness, campaign = harness_at(*MID)
+    (move,) = [p for p in structural(*MID, n=6) if p.family == "wgmma_cluster"]
+    fam = space.families["wgmma_cluster"]
+    changed = {k: v for k, v in move.knobs.items() if v != fam.default[k]}
+    assert changed == {"BM": 192, "BN": 192, "CTAS": 0, "CONSUMER_REGS": 160}
+    assert "516 tiles for 132 SMs (3.91 waves)" in move.hypothesis and "576 tiles" in move.hypothesis
+
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    climbed = [Record(seq=i, family=f.name, knobs=dict(f.default), status="reverted", score=0.01 * i, kept=False,
+                      source_hash=str(i)) for i, f in enumerate(space.ladder()) if f.name != "wgmma_cluster"]
+    start = Record(seq=10, family="wgmma_cluster", knobs=move.knobs, status="kept", score=1.01, kept=True,
+                   source_hash="c")
+    (nxt,) = agent.propose(History([*climbed, start], start, GEMM), 1)
+    assert nxt.knobs == fam.default and "the family's default, which the fit of the shape rates close" in nxt.hypothesis
+    default = Record(seq=11, family="wgmma_cluster", knobs=fam.default, status="reverted", score=0.94, kept=False,
+                     source_hash="d")
+    (after,) = agent.propose(History([*climbed, start, default], start, GEMM), 1)
+    assert after.family == "wgmma_cluster" and after.knobs != fam.default
+    assert "one step from the family's best" in after.hypothesis
+
+
+def test_knob_moves_the_fit_rates_faster_go_first_and_much_slower_last(space):
+    """From 128×256 tiles at 3000×5000×2000 (3.64 waves), the fit rates 128×192 and 192×128 tiles
+    faster: those go first, fastest first, even two and three knobs away; a tile move it rates much
+    slower (64-row ping-pong tiles) goes after every other neighbour."""
+    harness, campaign = harness_at(3000, 5000, 2000)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    fam = space.families["wgmma_cluster"]
+    order = agent.shape_first(fam, fam.default, agent.neighbours(fam, fam.default))
+    here = harness.fit(space.render("wgmma_cluster", fam.default)).estimate
+    fits = [harness.fit(space.render("wgmma_cluster", k)).estimate for k, _ in order]
+    lead = [i for i, (_, why) in enumerate(order) if why.startswith("the fit of the shape rates")]
+    assert lead == list(range(len(lead))) and len(lead) >= 2
+    assert all(fits[i] * 1.03 < here for i in lead) and fits[:len(lead)] == sorted(fits[:len(lead)])
+    assert {(order[i][0]["BM"], order[i][0]["BN"]) for i in lead} >= {(128, 192), (192, 128)}
+    slow = [i for i, (_, why) in enumerate(order) if why.endswith("rates it slower")]
+    assert slow and slow == list(range(len(order) - len(slow), len(order)))
+    assert all(fits[i] > here * 1.1 for i in slow)
+    assert sorted(map(canon, (k for k, _ in order))) == sorted(
+        {*map(canon, agent.neighbours(fam, fam.default)), *(canon(order[i][0]) for i in lead)})
+    # No fit (another harness): the neighbours as they are.
+    agent.harness = None
+    near = agent.neighbours(fam, fam.default)
+    assert [k for k, _ in agent.shape_first(fam, fam.default, near)] == near

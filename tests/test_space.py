@@ -100,12 +100,12 @@ def test_agent_climbs_then_tunes_then_moves_on():
 
 
 def test_close_families_take_turns_after_patience():
-    """A lower family within 10% of the incumbent gets its round once the top one had its moves."""
+    """A lower family within 5% of the incumbent gets its round once the top one had its moves."""
     agent = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.knob_patience=2"]))
     ladder = [f.name for f in agent.space.ladder()]
     top, below = ladder[-1], ladder[-2]
     seed = rec(0, "naive", {}, 0.005, kept=True)
-    low = rec(1, below, agent.space.families[below].default, 0.80, kept=True)
+    low = rec(1, below, agent.space.families[below].default, 0.82, kept=True)
     best = rec(2, top, agent.space.families[top].default, 0.85, kept=True)
     first = agent.propose(History([seed, low, best], best, GEMM), 2)
     assert [p.family for p in first] == [top, top]  # the incumbent's family first
@@ -163,3 +163,23 @@ def test_after_the_climb_the_top_family_is_tuned_by_neighbour_moves(space):
     assert all(p.family == fam.name and p.rejected is None for p in moves)
     assert [p.knobs for p in moves] == agent.neighbours(fam, fam.default)[:6]
     assert all("one step from the family's best" in p.hypothesis for p in moves)
+
+
+def test_a_higher_family_far_below_gets_one_round_then_no_more():
+    """A family above the incumbent's rung that lost is tuned for one round of `knob_patience` moves;
+    still far below the incumbent after it, it takes no more of the budget."""
+    agent = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.knob_patience=2"]))
+    ladder = agent.space.ladder()
+    below, top = ladder[-2], ladder[-1]
+    climbed = [rec(i, f.name, dict(f.default), 0.01 * i) for i, f in enumerate(ladder[:-2])]
+    best = rec(20, below.name, dict(below.default), 1.0, kept=True)
+    lost = rec(21, top.name, dict(top.default), 0.7)
+    first = agent.propose(History([*climbed, best, lost], best, GEMM), 4)
+    assert [p.family for p in first] == [below.name] * 2 + [top.name] * 2  # its round comes
+    tried = [rec(30 + i, p.family, p.knobs, 0.99 if p.family == below.name else 0.7)
+             for i, p in enumerate(first)]
+    after = agent.propose(History([*climbed, best, lost, *tried], best, GEMM), 4)
+    assert {p.family for p in after} == {below.name}  # the round is over and it stayed far below
+    close = [rec(40, top.name, next(p.knobs for p in after), 0.97)]  # within 5%: it takes turns again
+    again = agent.propose(History([*climbed, best, lost, *tried, *close], best, GEMM), 4)
+    assert top.name in {p.family for p in again}

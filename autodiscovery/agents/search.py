@@ -3,11 +3,13 @@
 A run starts from what the database knows: the best configurations recorded at the nearest other
 problems (`warm_start`) are measured first. Structural moves come next (the next untried family above
 the incumbent's, at its default, or where the harness's fit of the shape puts its tile knobs), since
-the large gains are structural; then knob moves: first the neighbours of the family's best (one knob
-to another value, nearest first; where that breaks a constraint, with one more knob changed to repair
-it), a hill climb that follows each keep; once those are all tried, Optuna's TPE sampler fitted to
-every measurement so far. Knob moves go across the families worth tuning: the incumbent's, any higher family that was tried
-but did not win, and a lower one whose best is within `CLOSE` of the incumbent. They take turns in
+the large gains are structural; then knob moves: first the settings of the shape knobs that the fit
+rates faster than the family's best, then the neighbours of the family's best (one knob to another
+value, nearest first; where that breaks a constraint, with one more knob changed to repair it), those
+the fit rates much slower last, a hill climb that follows each keep; once those are all tried, Optuna's
+TPE sampler fitted to every measurement so far. Knob moves go across the families worth tuning: the
+incumbent's, a higher family that was tried but did not win (for one round, then while it is within
+`CLOSE`, 5%, of the incumbent), and a lower one within `CLOSE` of the incumbent. They take turns in
 rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
 where the gains are likely; the search is exhausted only when every valid configuration of those
 families was tried. When to stop otherwise is the loop's (budget, target, `stop.patience`). The agent
@@ -18,6 +20,7 @@ given `agent.search.seed` gives the same walk.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import random
@@ -32,10 +35,13 @@ from autodiscovery.interfaces import AgentBase, History, Proposal, Record
 from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
-CLOSE = 0.9  # a family below the incumbent's rung is still tuned while its best is within 10% of it
+CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its best is within 5% of it
 FIT_GAIN = 0.1
 """A structural move leaves a family's default for another setting of its shape knobs only when the
 harness's fit of the shape estimates that one more than 10% faster."""
+FIT_EDGE = 0.03
+"""Knob moves the fit estimates more than 3% faster than the family's best go first (fastest first); a
+move of a shape knob it estimates more than FIT_GAIN slower goes last."""
 
 
 class SearchSettings(Strict):
@@ -59,6 +65,13 @@ class SearchSettings(Strict):
     the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
 
 
+
+
+def _others(fam: Family, k: str, around: Any) -> list[Any]:
+    """The other values of knob `k`, nearest to `around` in its list first."""
+    vals = fam.knobs[k]
+    i = vals.index(around) if around in vals else 0
+    return sorted((v for v in vals if v != around), key=lambda v: abs(vals.index(v) - i))
 
 
 def _settings(knobs: dict[str, Any]) -> str:
@@ -218,25 +231,77 @@ class SearchAgent(AgentBase):
         """Where a structural move starts in `fam`: `knobs` (its default), or, where the harness's fit of
         the shape estimates another setting of the family's shape knobs more than FIT_GAIN faster, that
         one (the fewest changes among the fastest); with the fit in words ('' without a fit)."""
-        fit = getattr(self.harness, "fit", None)
-        if fit is None or not fam.shape_knobs or not fam.template:
-            return knobs, ""
-        here = fit(self.space.render(fam.name, knobs), knobs)
+        here = self._fit(fam, knobs)
         if here is None:
             return knobs, ""
-        options = []
-        for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
-            moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
-            if moved != knobs and not fam.violations(moved, self.shape):
-                f = fit(self.space.render(fam.name, moved), moved)
-                if f is not None:
-                    changes = sum(moved[k] != knobs[k] for k in fam.shape_knobs)
-                    options.append((f.estimate, changes, canon(moved), moved, f))
+        options = [(f.estimate, changes, canon(moved), moved, f)
+                   for moved, changes, f in self._fitted_settings(fam, knobs)]
         best = min(options, default=None)
         if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
             return knobs, f"its default fits the shape ({here.describe()})."
         return best[3], (f"the shape is better served by {best[4].describe()} than by the default's "
                          f"{here.describe()} (estimated {here.estimate / best[0]:.2f}× faster).")
+
+    def _fit(self, fam: Family, knobs: dict[str, Any]):
+        fit = getattr(self.harness, "fit", None)
+        if fit is None or not fam.shape_knobs or not fam.template:
+            return None
+        return fit(self.space.render(fam.name, knobs), knobs)
+
+    def _fitted_settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
+        """(knobs, knobs changed, fit) for every other setting of the family's shape knobs from `knobs`,
+        each made valid by the nearest change of up to two other knobs where a constraint refuses it
+        (three consumer warpgroups need their own register split, a tile its own epilogue)."""
+        out = []
+        for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
+            moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
+            if moved == knobs:
+                continue
+            if fam.violations(moved, self.shape):
+                moved = self._repaired(fam, moved, set(fam.shape_knobs))
+            if moved is not None and (f := self._fit(fam, moved)) is not None:
+                out.append((moved, sum(moved[k] != knobs.get(k) for k in moved), f))
+        return out
+
+    def _repaired(self, fam: Family, moved: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
+        """`moved` made valid by changing one knob outside `keep` (nearest value first), else two; None
+        where that does not do."""
+        free = [k for k in fam.knobs if k not in keep]
+        for k in free:
+            for v in _others(fam, k, moved.get(k)):
+                if not fam.violations(fixed := {**moved, k: v}, self.shape):
+                    return fixed
+        for k1, k2 in itertools.combinations(free, 2):
+            for v1, v2 in itertools.product(_others(fam, k1, moved.get(k1)), _others(fam, k2, moved.get(k2))):
+                if not fam.violations(fixed := {**moved, k1: v1, k2: v2}, self.shape):
+                    return fixed
+        return None
+
+    def shape_first(self, fam: Family, knobs: dict[str, Any], moves: list[dict[str, Any]]) -> list[tuple[dict, str]]:
+        """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
+        the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
+        FIT_EDGE faster come first, fastest first, including those more than one knob away; shape-knob
+        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
+        `moves` as they are."""
+        here = self._fit(fam, knobs)
+        plain = "one step from the family's best"
+        if here is None:
+            return [(m, plain) for m in moves]
+        fits = {canon(m): (m, c, f) for m, c, f in self._fitted_settings(fam, knobs)}
+        faster = sorted(((f.estimate, c, key, m, f) for key, (m, c, f) in fits.items()
+                         if f.estimate * (1 + FIT_EDGE) < here.estimate), key=lambda o: o[:3])
+        first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "
+                     f"best's {here.describe()}") for _, _, _, m, f in faster]
+        ahead = {canon(m) for m, _ in first}
+        middle, last = [], []
+        for m in moves:
+            if canon(m) in ahead:
+                continue
+            f = fits.get(canon(m))
+            slow = f is not None and f[2].estimate > here.estimate * (1 + FIT_GAIN)
+            (last if slow else middle).append((m, plain if not slow else
+                                               f"{plain}, though the fit of the shape rates it slower"))
+        return first + middle + last
 
     def _active(self, history: History, exhausted: set[str], inc_rung: int,
                 pending: list[Proposal] = ()) -> Family | None:
@@ -254,8 +319,8 @@ class SearchAgent(AgentBase):
                 continue
             best = max((r.score for r in recs if r.score is not None), default=None)
             close = best is not None and inc_score is not None and best >= CLOSE * inc_score
-            if fam.rung < inc_rung and not close:
-                continue
+            if not close and (fam.rung < inc_rung or (fam.rung > inc_rung and moves > self.patience)):
+                continue  # a lower family far below; a higher one that had its round and stayed far below
             last_keep = max((i for i, r in enumerate(recs) if r.kept), default=0)
             stale = moves - 1 - last_keep
             options.append((stale // self.patience, fam.name != (inc.family if inc else None), -(best or 0.0),
@@ -269,10 +334,18 @@ class SearchAgent(AgentBase):
         untried valid one (a draw a constraint refuses is told to TPE as a failure and skipped: a refusal
         would take budget)."""
         best = self._best(fam, history)
+        default = dict(fam.default)
+        if (best is not None and (fam.name, canon(default)) not in tried and not fam.violations(default, self.shape)
+                and (here := self._fit(fam, best.knobs)) is not None and (there := self._fit(fam, default)) is not None
+                and there.estimate <= here.estimate * (1 + 2 * FIT_GAIN)):
+            # The structural move started where the fit put the tile; the default, which the fit rates
+            # close, is the check on the fit.
+            return self._knob_proposal(fam, default, history, f"the family's default, which the fit of the shape "
+                                                              f"rates close ({there.describe()})")
         if best is not None:
-            for knobs in self.neighbours(fam, best.knobs):
+            for knobs, why in self.shape_first(fam, best.knobs, self.neighbours(fam, best.knobs)):
                 if (fam.name, canon(knobs)) not in tried:
-                    return self._knob_proposal(fam, knobs, history, "one step from the family's best")
+                    return self._knob_proposal(fam, knobs, history, why)
         points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
                   for r in [*history.records, *pending] if self._configured(fam, r)
                   and not (isinstance(r, Record) and r.status == "proposed")]
@@ -306,11 +379,7 @@ class SearchAgent(AgentBase):
         """The valid configurations one knob away (each knob to its other values, nearest first), then,
         for a one-knob move a constraint refuses, that move with one other knob changed to make it
         valid. Each group in an order drawn from the agent's seed."""
-        def others(k: str, around: Any) -> list[Any]:
-            vals = fam.knobs[k]
-            i = vals.index(around) if around in vals else 0
-            return sorted((v for v in vals if v != around), key=lambda v: abs(vals.index(v) - i))
-
+        others = functools.partial(_others, fam)
         single, repaired = [], []
         for k in fam.knobs:
             for v in others(k, knobs.get(k)):
