@@ -325,6 +325,11 @@ CLUSTER_VARIANTS = {
                                                                    "CONSUMER_REGS": 160},
     "three consumers, 192x192, epilogue in three parts": {"BM": 192, "BN": 192, "CTAS": 0, "CONSUMER_REGS": 160},
     "128x192 in pairs along N, epilogue in three parts": {"BN": 192, "CLUSTER": 2, "CLUSTER_DIM": "N"},
+    "stream-K": {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "stream-K, 128 CTAs, registers epilogue, nothing in flight": {
+        "STREAMK": 1, "EPILOGUE": "regs", "INFLIGHT": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "stream-K, three consumers, 192x192": {"STREAMK": 1, "BM": 192, "BN": 192, "CTAS": 0, "PRODUCER_REGS": 40,
+                                           "CONSUMER_REGS": 152},
 }
 
 
@@ -418,3 +423,47 @@ def test_split_k_family_sums_the_same_way_every_time(build_cache, split):
             kernel(kernel.bind(A, B, C))
         stream.synchronize()
     assert bool(cp.array_equal(outs[0], outs[1]))
+
+
+@pytest.mark.parametrize("shape", [(3000, 5000, 2000), (1000, 776, 520)])
+def test_stream_k_adds_the_same_way_every_time_and_leaves_its_flags_zero(build_cache, shape):
+    """Stream-K's shared tiles add the partials in CTA order: launches on the same inputs give the same
+    bits (at 1000×776×520 a tile is shared by several CTAs), the workspace's flags are zero after each
+    launch, and the answer is cuBLAS's within the gate's tolerance."""
+    import cupy as cp
+
+    from harnesses.hopper_gemm.gpu import Cublas, Kernel, device_info
+
+    M, N, K = shape
+    h = harness_at(shape, build_cache)
+    space = Space("hopper_gemm")
+    knobs = space.families["wgmma_cluster"].default | CLUSTER_VARIANTS["stream-K"]
+    src = space.render("wgmma_cluster", knobs)
+    build = h.build(src)
+    assert build.ok, build.log
+    launch = h.check(src)
+    assert launch.stream_k and launch.workspace > 0
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        def bf16(rows, cols):
+            x = cp.random.uniform(-1, 1, (rows, cols), dtype=cp.float32)
+            return (x.view(cp.uint32) >> 16).astype(cp.uint16)
+
+        A, B = bf16(M, K), bf16(N, K)
+        outs = [cp.empty((M, N), cp.uint16) for _ in range(3)]
+        kernel = Kernel(build.artifact, launch.model_dump(), stream, device_info())
+        flags = kernel.workspace[launch.grid[0] * 128 * 256 * 4:].view(cp.uint32)
+        for C in outs:
+            kernel(kernel.bind(A, B, C))
+            stream.synchronize()
+            assert int(flags.sum()) == 0
+        ref = cp.empty((M, N), cp.uint16)
+        Cublas(stream).gemm(A, B, ref)
+        stream.synchronize()
+    assert bool(cp.array_equal(outs[0], outs[1])) and bool(cp.array_equal(outs[0], outs[2]))
+
+    def f32(x):
+        return (x.astype(cp.uint32) << 16).view(cp.float32)
+
+    err = float(cp.linalg.norm(f32(outs[0]) - f32(ref)) / cp.linalg.norm(f32(ref)))
+    assert err < 1e-2

@@ -73,6 +73,9 @@ def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97,
            build_cache, pid, "a")
     record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, build_cache, pid, "b")
+    # Stream-K: a workspace of the library's own, its flags left zero by each call for the next.
+    record(store, (2048, 2048, 2048), "wgmma_cluster", {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40,
+                                                       "CONSUMER_REGS": 232}, 0.9, build_cache, pid, "c")
     lib = tmp_path / "lib"
     res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(lib)])
     assert res.exit_code == 0, res.output
@@ -80,7 +83,7 @@ def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     print(json.dumps(out, indent=1))
-    for shape in ("256x4096x4096", "4096x4096x4096"):
+    for shape in ("256x4096x4096", "4096x4096x4096", "2048x2048x2048"):
         assert out[shape]["path"].startswith("tuned: wgmma_cluster"), out[shape]
         assert out[shape]["rel_err"] < 1e-2 and out[shape]["rel_err_out"] < 1e-2
         assert out[shape]["x_cublas"] > 0.5  # a real kernel, not a no-op: its time is reported, not judged here

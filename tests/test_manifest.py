@@ -53,6 +53,9 @@ def test_resolve_a_good_manifest():
         (("[256, 1, 1]", "[2048, 1, 1]"), "must have 1 to 1024 threads"),
         (('"2 * 128 * 64 * 2 * 4"', "300000"), "exceeds the 232448-byte limit"),
         (("[A, B, C, M, N, K]", "[A, B, C, M, N, K, D]"), "unknown argument 'D'"),
+        (("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]"), "W needs a workspace"),
+        (("requires:", 'workspace: "M * N * 4"\nrequires:'), "passed as argument W"),
+        (("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]\nworkspace: \"M * N * 64\""), "outside 0 to 268435456"),
         (("kernel: gemm", "kernel: 9bad"), "manifest: kernel"),
         (("grid:", "gird:"), "manifest: grid: Field required"),
     ],
@@ -94,3 +97,10 @@ def test_compiled_constraints_agree_with_the_evaluator():
         assert run(compiled(text), text, names) == evaluate(text, names)
     with pytest.raises(ExprError):
         run(compiled("M // (K - 512)"), "M // (K - 512)", names)
+
+
+def test_a_workspace_is_resolved_at_the_shape():
+    ws = GOOD.replace("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]") + '\nworkspace: "min(SMS, cdiv(M, 128)) * 128 * 128 * 4"\nstream_k: true'
+    launch = resolve(parse(source(ws)), 4096, 2048, 512, sms=132)
+    assert launch.workspace == 32 * 128 * 128 * 4 and launch.stream_k and launch.args[-1] == "W"
+    assert resolve(parse(source(GOOD)), 4096, 2048, 512).workspace == 0

@@ -4,6 +4,7 @@ time), and the search agent starting each family where its tiles fit the shape."
 from __future__ import annotations
 
 import pytest
+from conftest import needs_nvcc
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
@@ -307,3 +308,40 @@ def test_knob_moves_the_fit_rates_faster_go_first_and_much_slower_last(space):
     agent.harness = None
     near = agent.neighbours(fam, fam.default)
     assert [k for k, _ in agent.shape_first(fam, fam.default, near)] == near
+
+
+STREAM_K = {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232}
+
+
+def test_stream_k_states_a_workspace_and_its_fit_counts_the_fixup(space):
+    """STREAMK 1: the grid is the CTAs (not the tiles), a workspace holds a partial tile and flags for each,
+    and the fit shares the last waves evenly but charges the partials' round trip, which at 3000×5000×2000
+    outweighs the 0.36 wave it saves (measured: 0.760× against 0.884× cuBLAS)."""
+    fam = space.families["wgmma_cluster"]
+    knobs = fam.default | STREAM_K
+    harness, _ = harness_at(3000, 5000, 2000)
+    source = space.render("wgmma_cluster", knobs)
+    launch = harness.check(source)
+    assert launch.stream_k and launch.grid == (132, 1, 1) and "W" in launch.args
+    assert launch.workspace == 132 * (128 * 256 * 4 + 16)
+    sk, dp = harness.fit(source), harness.fit(space.render("wgmma_cluster", fam.default | {"CTAS": 0}))
+    assert sk.stream_k and not dp.stream_k and "shared by k-iterations (stream-K), 3.64 tiles' work" in sk.describe()
+    assert sk.estimate > dp.estimate
+    # Whole waves: nothing to share, the fit is the plain one.
+    square, _ = harness_at(4096, 4096, 4224)
+    even = square.fit(space.render("wgmma_cluster", fam.default | STREAM_K | {"CTAS": 128}))
+    assert not even.stream_k and even.per_slot == 4
+    # Refused: clusters of two, ping-pong consumers, a producer of 24 registers.
+    assert fam.violations(knobs | {"CLUSTER": 2}, {}) and fam.violations(knobs | {"PRODUCER_REGS": 24}, {})
+    assert fam.violations(knobs | {"SCHEDULE": "pingpong", "BM": 64}, {})
+
+
+@needs_nvcc
+def test_stream_k_variants_compile_without_spills(space, tmp_path):
+    from harnesses.hopper_gemm.build import Builder
+
+    builder = Builder(tmp_path)
+    fam = space.families["wgmma_cluster"]
+    for extra in ({}, {"BM": 192, "BN": 192, "CONSUMER_REGS": 152}, {"EPILOGUE": "regs", "INFLIGHT": 0}):
+        report = builder.build(space.render("wgmma_cluster", fam.default | STREAM_K | extra), "gemm")
+        assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra

@@ -96,6 +96,7 @@ class SearchAgent(AgentBase):
         self.problem = campaign.problem.model_dump(mode="json")
         self.harness_name = campaign.harness.name
         self.harness = None
+        self._fits: dict[tuple, Any] = {}
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
 
@@ -243,10 +244,14 @@ class SearchAgent(AgentBase):
                          f"{here.describe()} (estimated {here.estimate / best[0]:.2f}× faster).")
 
     def _fit(self, fam: Family, knobs: dict[str, Any]):
+        """The harness's fit of this configuration at the run's shape (kept: a walk asks for the same ones)."""
         fit = getattr(self.harness, "fit", None)
         if fit is None or not fam.shape_knobs or not fam.template:
             return None
-        return fit(self.space.render(fam.name, knobs), knobs)
+        key = (id(self.harness), fam.name, canon(knobs))
+        if key not in self._fits:
+            self._fits[key] = fit(self.space.render(fam.name, knobs), knobs)
+        return self._fits[key]
 
     def _fitted_settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
         """(knobs, knobs changed, fit) for every other setting of the family's shape knobs from `knobs`,
@@ -378,15 +383,16 @@ class SearchAgent(AgentBase):
     def neighbours(self, fam: Family, knobs: dict[str, Any]) -> list[dict[str, Any]]:
         """The valid configurations one knob away (each knob to its other values, nearest first), then,
         for a one-knob move a constraint refuses, that move with one other knob changed to make it
-        valid. Each group in an order drawn from the agent's seed."""
+        valid, or else two. Each group in an order drawn from the agent's seed."""
         others = functools.partial(_others, fam)
-        single, repaired = [], []
+        single, repaired, twice = [], [], []
         for k in fam.knobs:
             for v in others(k, knobs.get(k)):
                 moved = {**knobs, k: v}
                 if not fam.violations(moved, self.shape):
                     single.append(moved)
                     continue
+                found = False
                 for k2 in fam.knobs:
                     if k2 == k:
                         continue
@@ -394,9 +400,14 @@ class SearchAgent(AgentBase):
                                   if not fam.violations(f := {**moved, k2: v2}, self.shape)), None)
                     if fixed is not None:
                         repaired.append(fixed)
+                        found = True
+                if not found and (fixed := self._repaired(fam, moved, {k})) is not None:
+                    twice.append(fixed)  # a move that needs two other knobs changed (stream-K's registers)
         rng = random.Random(f"{self.seed}:{fam.name}:{canon(knobs)}")
         rng.shuffle(single)
         rng.shuffle(repaired)
+        rng.shuffle(twice)
+        repaired += twice
         out, seen = [], set()
         for knobs_ in single + repaired:
             if (key := canon(knobs_)) not in seen:

@@ -6,7 +6,9 @@ to split K), never a measurement and never part of a decision: each SM is a tens
 peak over the SMs) fed at a fixed number of FLOPs per byte of operand loaded, a tile costs its MMAs or
 its loads (whichever is longer) plus its epilogue and a fixed start, the busiest slot sets the time, and
 a K split adds a pass over the fp32 partials through DRAM, or, where the blocks of one tile's split form a
-cluster (cluster[0] == split_k), an exchange of the partials between their shared memories.
+cluster (cluster[0] == split_k), an exchange of the partials between their shared memories. Under
+stream-K the tiles of the last partial wave and one full wave before it are shared out evenly by
+k-iterations, at the cost of writing and reading back a partial tile (FIXUP_GBPS).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ DRAM_GBPS = 3000.0
 DSMEM_GBPS = 3000.0
 """What distributed shared memory moves between the SMs of clusters, over the whole GPU (published H100
 microbenchmarks put it near 3 TB/s, less for larger clusters); an SM's share is this over the SMs."""
+FIXUP_GBPS = 11.0
+"""What one SM moves of stream-K's fp32 partial tiles (each written once and read back once), through
+registers with few loads in flight (the accumulators fill them): measured on an H100 from wgmma_cluster
+with and without STREAMK at 4096³, 3000×5000×2000 and 2304×8192×6144 (22–25 µs for 256–295 KB)."""
 CLUSTER_REDUCE_US = 0.5
 """What a split reduced in its cluster costs beside moving the partials: two cluster barriers and the
 round trips of the first remote reads."""
@@ -56,6 +62,8 @@ class Fit:
     sms: int
     cluster_reduce: bool = False
     """The split's partials are added up inside the cluster, through distributed shared memory."""
+    stream_k: bool = False
+    """The last waves are shared out by k-iterations (the tiles do not fill whole waves)."""
 
     @property
     def estimate(self) -> float:
@@ -73,8 +81,10 @@ class Fit:
         where = " reduced in the cluster" if self.cluster_reduce else ""
         split = f" × {self.split} K slices{where}" if self.split > 1 else ""
         units = "units" if self.split > 1 else "tiles"
-        return (f"{bm}×{bn} tiles{split}: {self.tiles} {units} for {self.sms} SMs ({self.waves:.2f} waves), the busiest "
-                f"block runs {self.per_slot}, {self.useful:.0%} of the tile area inside C")
+        busiest = (f"the last waves shared by k-iterations (stream-K), {self.tiles / min(self.ctas, self.slots):.2f} "
+                   "tiles' work a block" if self.stream_k else f"the busiest block runs {self.per_slot}")
+        return (f"{bm}×{bn} tiles{split}: {self.tiles} {units} for {self.sms} SMs ({self.waves:.2f} waves), {busiest}, "
+                f"{self.useful:.0%} of the tile area inside C")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "tile": list(self.tile), "waves": round(self.waves, 4),
@@ -112,8 +122,16 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     # Blocks sharing an SM share its rate: a slot's unit takes that many times as long.
     sharing = min(per_sm, math.ceil(busy / sms))
     estimate = per_slot * unit_us * sharing
+    stream_k = launch.stream_k and tiles % busy != 0
+    if stream_k:
+        # Whole waves but the last run as tiles; the rest is shared evenly, each block finishing or leaving
+        # about two partial tiles (a start and an end), each written to L2 once and read back once.
+        whole = max(0, tiles // busy - 1)
+        shared = (tiles - whole * busy) / busy
+        partial_us = bm * bn * 4 * 2 / (FIXUP_GBPS * 1e3)
+        estimate = (whole * unit_us + shared * (unit_us - TILE_START_US) + 2 * TILE_START_US + partial_us) * sharing
     if split > 1 and not in_cluster:
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
-               cluster_reduce=in_cluster)
+               cluster_reduce=in_cluster, stream_k=stream_k)

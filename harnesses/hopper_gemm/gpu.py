@@ -116,6 +116,8 @@ class Kernel:
         if self.config is not None:
             self._check_cluster()
         self._keep: list = []
+        # Scratch memory the manifest asks for (argument W): zero before the first launch.
+        self.workspace = cp.zeros(launch["workspace"], dtype=cp.uint8) if launch.get("workspace") else None
 
     def attribute(self, name: str) -> int:
         return check(cu.cuFuncGetAttribute(getattr(cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}"), self.func))
@@ -173,6 +175,8 @@ class Kernel:
                 storage.append(ctypes.c_void_p(values[arg].data.ptr))
             elif arg in ("M", "N", "K"):
                 storage.append(ctypes.c_int32({"M": M, "N": N, "K": K}[arg]))
+            elif arg == "W":
+                storage.append(ctypes.c_void_p(self.workspace.data.ptr))
             else:
                 storage.append(tensor_map(self.launch["tensor_maps"][arg], values))
         ptrs = (ctypes.c_void_p * len(storage))(

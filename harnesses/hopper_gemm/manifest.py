@@ -15,6 +15,7 @@ from autodiscovery.toolkit.expr import ExprError, evaluate
 from autodiscovery.toolkit.manifest import read
 
 MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
+MAX_WORKSPACE = 256 << 20  # a kernel's scratch memory (argument W)
 OPERANDS = ("A", "B", "C")
 SCALARS = ("M", "N", "K")
 
@@ -48,7 +49,8 @@ class Manifest(BaseModel):
     smem: Expr = 0
     """Dynamic shared memory in bytes."""
     args: list[str]
-    """Kernel arguments in order: A, B, C (device pointers), M, N, K (int32), or a tensor map's name."""
+    """Kernel arguments in order: A, B, C (device pointers), M, N, K (int32), W (the workspace), or a tensor
+    map's name."""
     tensor_maps: dict[str, TensorMap] = {}
     requires: list[str] = []
     """Conditions on M, N, K that the kernel needs; a shape that fails one is refused."""
@@ -57,6 +59,11 @@ class Manifest(BaseModel):
     and waves by (none: not stated)."""
     split_k: int = Field(1, ge=1)
     """Slices the K reduction of each tile is cut into (partials added up by the kernel itself)."""
+    workspace: Expr = 0
+    """Bytes of global scratch memory the kernel gets as argument W, zero before its first launch; the
+    kernel must leave zero what it needs zero (its flags) for the next one."""
+    stream_k: bool = False
+    """The last waves' k-iterations are split evenly over the CTAs (for the fit of the shape)."""
 
 
 class Launch(BaseModel):
@@ -71,6 +78,8 @@ class Launch(BaseModel):
     tensor_maps: dict[str, dict]
     tile: tuple[int, int] | None = None
     split_k: int = 1
+    workspace: int = 0
+    stream_k: bool = False
 
 
 def parse(source: str) -> Manifest:
@@ -86,6 +95,7 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
                 raise ManifestError(f"shape {M}x{N}x{K} not supported: requires {cond}")
         grid = tuple(int(evaluate(g, names)) for g in manifest.grid)
         smem = int(evaluate(manifest.smem, names))
+        workspace = int(evaluate(manifest.workspace, names))
         maps = {
             name: {**tm.model_dump(), "box": [int(evaluate(b, names)) for b in tm.box]}
             for name, tm in manifest.tensor_maps.items()
@@ -104,9 +114,13 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
         raise ManifestError(f"manifest: cluster {manifest.cluster} must hold 1 to 16 blocks")
     if any(g % c for g, c in zip(grid, manifest.cluster)):
         raise ManifestError(f"manifest: grid {grid} is not a multiple of cluster {manifest.cluster}")
+    if not 0 <= workspace <= MAX_WORKSPACE:
+        raise ManifestError(f"manifest: workspace {workspace} bytes is outside 0 to {MAX_WORKSPACE} bytes")
+    if ("W" in manifest.args) != (workspace > 0):
+        raise ManifestError("manifest: a workspace is passed as argument W, and W needs a workspace of some bytes")
     for arg in manifest.args:
-        if arg not in OPERANDS + SCALARS and arg not in manifest.tensor_maps:
-            raise ManifestError(f"manifest: unknown argument '{arg}' (A, B, C, M, N, K or a tensor map)")
+        if arg not in OPERANDS + SCALARS + ("W",) and arg not in manifest.tensor_maps:
+            raise ManifestError(f"manifest: unknown argument '{arg}' (A, B, C, M, N, K, W or a tensor map)")
     if manifest.tile is not None and min(manifest.tile) < 1:
         raise ManifestError(f"manifest: tile {list(manifest.tile)} must be at least 1x1")
     for name, tm in maps.items():
@@ -120,4 +134,5 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     return Launch(
         kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
         smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
+        workspace=workspace, stream_k=manifest.stream_k,
     )

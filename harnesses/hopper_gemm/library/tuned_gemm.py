@@ -167,6 +167,7 @@ class _Device:
         self.why = "" if self.usable else f"CUDA device {index} is sm_{major}{minor}; the tuned kernels are sm_90a"
         self.ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev))
         self.funcs: dict[tuple, object] = {}
+        self.workspaces: dict[tuple, int] = {}
 
     def current(self) -> None:
         if int(_ok(self.cu.cuCtxGetCurrent())) != int(self.ctx):
@@ -193,7 +194,7 @@ class _Device:
         arguments (tensor maps included) packed once, the launch itself one ctypes call."""
         cu, launch = self.cu, KERNELS[shape]["launch"]
         self.current()
-        params = self._params(launch, shape, a, b, c)
+        params = self._params(launch, shape, a, b, c, stream)
         f = self.func(shape)
         (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
         ctx, current, lib = int(self.ctx), ctypes.c_void_p(), _libcuda()
@@ -217,10 +218,25 @@ class _Device:
         go.keep = params  # the argument block lives as long as the launcher
         return go
 
-    def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View) -> dict:
+    def workspace(self, shape: tuple, stream: int) -> int:
+        """The scratch memory (argument W) of `shape`'s kernel on `stream`: zeroed once, then left as the
+        kernel leaves it (zero where it needs zero); launches on one stream take turns with it, another
+        stream has its own."""
+        key = (shape, stream)
+        if key not in self.workspaces:
+            size = KERNELS[shape]["launch"]["workspace"]
+            ptr = _ok(self.cu.cuMemAlloc(size))
+            _ok(self.cu.cuMemsetD8(ptr, 0, size))
+            _ok(self.cu.cuCtxSynchronize())  # zero before any stream's first launch, blocking or not
+            self.workspaces[key] = int(ptr)
+        return self.workspaces[key]
+
+    def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View, stream: int = 0) -> dict:
         cu = self.cu
         M, N, K = shape
         ptrs = {"A": a.ptr, "B": b.ptr, "C": c.ptr}
+        if launch.get("workspace"):
+            ptrs["W"] = self.workspace(shape, stream)
         storage = []
         for arg in launch["args"]:
             if arg in ptrs:
