@@ -97,6 +97,7 @@ class SearchAgent(AgentBase):
         self.harness_name = campaign.harness.name
         self.harness = None
         self._fits: dict[tuple, Any] = {}
+        self._settings_fitted: dict[tuple, list] = {}
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
 
@@ -256,7 +257,10 @@ class SearchAgent(AgentBase):
     def _fitted_settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
         """(knobs, knobs changed, fit) for every other setting of the family's shape knobs from `knobs`,
         each made valid by the nearest change of up to two other knobs where a constraint refuses it
-        (three consumer warpgroups need their own register split, a tile its own epilogue)."""
+        (a tile may need its own register split or epilogue). Kept, like the fits: the walk asks again."""
+        key = (id(self.harness), fam.name, canon(knobs))
+        if key in self._settings_fitted:
+            return self._settings_fitted[key]
         out = []
         for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
             moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
@@ -266,6 +270,7 @@ class SearchAgent(AgentBase):
                 moved = self._repaired(fam, moved, set(fam.shape_knobs))
             if moved is not None and (f := self._fit(fam, moved)) is not None:
                 out.append((moved, sum(moved[k] != knobs.get(k) for k in moved), f))
+        self._settings_fitted[key] = out
         return out
 
     def _repaired(self, fam: Family, moved: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
@@ -402,7 +407,7 @@ class SearchAgent(AgentBase):
                         repaired.append(fixed)
                         found = True
                 if not found and (fixed := self._repaired(fam, moved, {k})) is not None:
-                    twice.append(fixed)  # a move that needs two other knobs changed (stream-K's registers)
+                    twice.append(fixed)  # a move that needs two other knobs changed with it
         rng = random.Random(f"{self.seed}:{fam.name}:{canon(knobs)}")
         rng.shuffle(single)
         rng.shuffle(repaired)
