@@ -128,6 +128,10 @@ def test_a_short_run(tmp_path, build_cache):
     assert rows[-1]["score"] > rows[0]["score"]
     run = report.show_run(store, run_id)
     assert run["fingerprint"]["cublas"] and run["fingerprint"]["sms"] >= 100
+    # Blocks of one an SM resident in clusters of 2, 4 and 8: whole clusters, never more than the SMs.
+    slots, sms = run["fingerprint"]["cluster_slots"], run["fingerprint"]["sms"]
+    assert set(slots) == {"2", "4", "8"}
+    assert all(0 < n <= sms and n % int(size) == 0 for size, n in slots.items()), slots
 
 
 def test_a_machine_whose_gpu_is_hidden_says_so(tmp_path, build_cache, monkeypatch):
@@ -378,15 +382,23 @@ SPLITK_VARIANTS = {
     "eights, 128x64, one consumer, ungrouped, deep ring": {"BM": 128, "BN": 64, "SPLIT": 8, "GROUP_M": 1,
                                                            "QSIZE": 6},
     "two consumers on 64 rows (refused)": {"BM": 64, "BN": 64, "SPLIT": 2, "CONSUMERS": 2},
+    "swapped, 16x64 pairs": {"BM": 16, "BN": 64, "SPLIT": 2, "SWAP": 1},
+    "swapped, 16x256 fours, deep ring": {"BM": 16, "BN": 256, "SPLIT": 4, "SWAP": 1, "QSIZE": 6},
+    "swapped, 32x128 unsplit": {"BM": 32, "BN": 128, "SPLIT": 1, "SWAP": 1},
+    "swapped, 128x64 pairs": {"BM": 128, "BN": 64, "SPLIT": 2, "SWAP": 1},
+    "swapped, 256x128 fours, two consumers": {"BM": 256, "BN": 128, "SPLIT": 4, "SWAP": 1, "CONSUMERS": 2,
+                                              "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
 }
 
 
-@pytest.mark.parametrize("shape", [(128, 4096, 4096), (1000, 776, 520), (1000, 778, 520), (256, 512, 192)])
+@pytest.mark.parametrize("shape", [(128, 4096, 4096), (1000, 776, 520), (1000, 778, 520), (256, 512, 192),
+                                   (16, 4096, 4096)])
 @pytest.mark.parametrize("variant", list(SPLITK_VARIANTS))
 def test_split_k_family_variants_pass_the_gate(build_cache, variant, shape):
-    """K split across a cluster and added up through distributed shared memory: at a skinny shape, at
-    ragged ones (N % 4 == 0 and == 2: the 8-byte and the 4-byte stores), and at a small K where some
-    blocks of a cluster get no K tile at all (3 K tiles over 4 or 8 blocks)."""
+    """K split across a cluster and added up through distributed shared memory: at skinny shapes (M of
+    128 and 16), at ragged ones (N % 4 == 0 and == 2: the 8-byte and the 4-byte stores), and at a small
+    K where some blocks of a cluster get no K tile at all (3 K tiles over 4 or 8 blocks); swapped tiles
+    (Cᵀ = B·Aᵀ) at the same shapes."""
     M, N, K = shape
     fam = Space("hopper_gemm").families["wgmma_splitk"]
     knobs = {**fam.default, **SPLITK_VARIANTS[variant]}
@@ -397,8 +409,8 @@ def test_split_k_family_variants_pass_the_gate(build_cache, variant, shape):
     assert out.status == "ok", out.log
 
 
-@pytest.mark.parametrize("split", [2, 8])
-def test_split_k_family_sums_the_same_way_every_time(build_cache, split):
+@pytest.mark.parametrize("split, swap", [(2, 0), (8, 0), (4, 1)])
+def test_split_k_family_sums_the_same_way_every_time(build_cache, split, swap):
     """The partials are added in rank order: two launches on the same inputs give the same bits."""
     import cupy as cp
 
@@ -407,7 +419,7 @@ def test_split_k_family_sums_the_same_way_every_time(build_cache, split):
     M, N, K = 256, 4096, 4096
     h = harness_at((M, N, K), build_cache)
     space = Space("hopper_gemm")
-    src = space.render("wgmma_splitk", space.families["wgmma_splitk"].default | {"SPLIT": split})
+    src = space.render("wgmma_splitk", space.families["wgmma_splitk"].default | {"SPLIT": split, "SWAP": swap})
     build = h.build(src)
     assert build.ok, build.log
     stream = cp.cuda.Stream(non_blocking=True)

@@ -54,3 +54,16 @@ def test_the_table_shows_both_kernels_side_by_side():
     text = console.export_text()
     assert "tensor pipe busy" in text and "50.97" not in text and "51.0" in text and "94.9" in text
     assert "membar" in text
+
+
+def test_a_baseline_of_two_kernels_is_summed_by_its_main_one_and_names_both():
+    """16×4096×4096 (recorded on an H100): cuBLAS runs a split-K GEMM and a reduction kernel; the summary
+    is the GEMM's, both are named; L2 throughput is read beside DRAM's."""
+    log = (Path(__file__).parent / "data" / "ncu_h100_splitk_16x4096x4096.csv").read_text()
+    p = ncu.profile(log, "gemm")
+    cand, base = p["candidate"], p["baseline"]
+    assert base["kernel"].startswith("nvjet_sm90") and len(p["baseline_kernels"]) == 2
+    assert "splitKreduce" in p["baseline_kernels"][1]
+    assert cand["time_us"] == pytest.approx(18.496) and cand["grid"] == 64
+    assert cand["l2_throughput_pct"] == pytest.approx(54.34) and 0 < base["l2_throughput_pct"] < 100
+    assert cand["dram_throughput_pct"] < base["dram_throughput_pct"]

@@ -125,15 +125,18 @@ def test_at_a_skinny_shape_the_families_start_with_tiles_that_fill_the_gpu(space
 
 
 @pytest.mark.parametrize("shape", [(16, 4096, 4096), (128, 4096, 4096), (128, 4096, 14336), SKINNY])
-def test_at_a_skinny_shape_the_split_family_starts_split(space, shape):
-    """Too few output tiles for the SMs: the structural move into wgmma_splitk splits K across a cluster."""
+def test_at_a_skinny_shape_the_split_family_starts_with_blocks_that_fill_the_gpu(space, shape):
+    """Too few large output tiles for the SMs: the structural move into wgmma_splitk takes tiles small
+    enough, or splits K across a cluster, so that every SM gets a block (at most two)."""
     (move,) = [p for p in structural(*shape, n=7) if p.family == "wgmma_splitk"]
     split = move.knobs["SPLIT"]
-    assert split > 1 and move.rejected is None and f"cluster: [{split}, 1, 1]" in move.source
-    assert f"× {split} K slices reduced in the cluster" in move.hypothesis
+    assert move.rejected is None and f"cluster: [{split}, 1, 1]" in move.source
+    assert (f"× {split} K slices reduced in the cluster" in move.hypothesis) == (split > 1)
     M, N, _ = shape
-    tiles = -(-M // move.knobs["BM"]) * -(-N // move.knobs["BN"])
-    assert tiles < 132 <= tiles * split * 2  # the split fills the GPU (a block or two an SM)
+    def blocks(knobs):
+        return -(-M // knobs["BM"]) * -(-N // knobs["BN"]) * knobs["SPLIT"]
+    assert 128 <= blocks(move.knobs) <= 2 * 132
+    assert blocks({"BM": 128, "BN": 256, "SPLIT": 1}) < 128  # large tiles leave SMs idle
 
 
 def test_at_the_square_shape_the_split_family_starts_unsplit(space):
@@ -345,3 +348,76 @@ def test_stream_k_variants_compile_without_spills(space, tmp_path):
     for extra in ({}, {"BM": 192, "BN": 192, "CONSUMER_REGS": 152}, {"EPILOGUE": "regs", "INFLIGHT": 0}):
         report = builder.build(space.render("wgmma_cluster", fam.default | STREAM_K | extra), "gemm")
         assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra
+
+
+SWAPPED = {"SWAP": 1, "QSIZE": 6}
+
+
+def test_swapped_tiles_put_the_short_side_of_c_in_the_mma_n_dimension(space):
+    """SWAP 1: B's rows are the MMA's 64-row slabs and A's BM rows its N dimension (16 to 256), so a tile
+    may be as short as M; the manifest's tile stays BM×BN of C. Unswapped, BM stays 64 or 128."""
+    fam = space.families["wgmma_splitk"]
+    knobs = fam.default | SWAPPED | {"BM": 16, "BN": 64, "SPLIT": 2}
+    assert not fam.violations(knobs, {})
+    source = space.render("wgmma_splitk", knobs)
+    assert "wgmma.mma_async.sync.aligned.m64n16k16" in source and "tmA: {tensor: A, box: [16, 64]" in source
+    launch = resolve(parse(source), 16, 4096, 4096)
+    assert launch.tile == (16, 64) and launch.grid == (64 * 2, 1, 1) and launch.cluster == (2, 1, 1)
+    # Refused: a 16-row tile unswapped; swapped rows of B a consumer cannot own whole; an unsplit 16-row
+    # tile's rows do not share out in whole 4-column pieces over 128 threads when they are too few.
+    assert fam.violations(knobs | {"SWAP": 0}, {})
+    assert fam.violations(knobs | {"BN": 64, "CONSUMERS": 2, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232}, {})
+    assert fam.violations(knobs | {"SPLIT": 8}, {})
+    # Accumulators: 256 columns of A over 128 rows of B a consumer are 256 a thread, too many.
+    assert fam.violations(fam.default | SWAPPED | {"BM": 256, "BN": 128, "SPLIT": 2}, {})
+    assert not fam.violations(fam.default | SWAPPED | {"BM": 256, "BN": 128, "SPLIT": 2, "CONSUMERS": 2,
+                                                       "PRODUCER_REGS": 40, "CONSUMER_REGS": 232, "QSIZE": 4}, {})
+
+
+@needs_nvcc
+def test_swapped_variants_compile_without_spills(space, tmp_path):
+    from harnesses.hopper_gemm.build import Builder
+
+    builder = Builder(tmp_path)
+    fam = space.families["wgmma_splitk"]
+    for extra in ({"BM": 16, "BN": 64, "SPLIT": 2}, {"BM": 16, "BN": 256, "SPLIT": 4}, {"BM": 128, "BN": 64, "SPLIT": 1},
+                  {"BM": 256, "BN": 128, "SPLIT": 4, "CONSUMERS": 2, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232,
+                   "QSIZE": 4}):
+        knobs = fam.default | SWAPPED | extra
+        assert not fam.violations(knobs, {}), extra
+        report = builder.build(space.render("wgmma_splitk", knobs), "gemm")
+        assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra
+
+
+def test_a_memory_bound_shape_costs_at_least_one_pass_over_its_operands(space):
+    """16×4096×4096 moves 33.8 MB and computes little: no configuration is rated faster than DRAM reads
+    that once (2.85 TB/s), and one of 64 blocks is rated slower than one of 128 (a block pulls 40 GB/s)."""
+    from harnesses.hopper_gemm.fit import PER_SM_STREAM_GBPS, STREAM_GBPS
+
+    harness, _ = harness_at(16, 4096, 4096)
+    fam = space.families["wgmma_splitk"]
+    floor = 2 * (16 * 4096 + 4096 * 4096 + 16 * 4096) / (STREAM_GBPS * 1e3)
+    few = harness.fit(space.render("wgmma_splitk", fam.default | SWAPPED | {"BM": 16, "BN": 64, "SPLIT": 1}))
+    many = harness.fit(space.render("wgmma_splitk", fam.default | SWAPPED | {"BM": 16, "BN": 64, "SPLIT": 2}))
+    assert (few.ctas, many.ctas) == (64, 128)
+    assert many.estimate >= floor and few.estimate >= floor * STREAM_GBPS / (64 * PER_SM_STREAM_GBPS)
+    assert few.estimate > many.estimate
+    # At the square shape the floor is far below the MMAs' time: the fit is what it was.
+    square, _ = harness_at(4096, 4096, 4096)
+    assert square.fit(space.render("wgmma_cluster", space.families["wgmma_cluster"].default)).estimate > 3 * floor
+
+
+def test_clusters_fill_only_the_slots_whole_clusters_fit_in(space):
+    """Where the driver counts fewer blocks resident in clusters of four than SMs (a cluster stays in one
+    GPC), 128 blocks of one an SM in clusters of four run in two rounds; in pairs they fit."""
+    harness, _ = harness_at(16, 8192, 4096)
+    fam = space.families["wgmma_splitk"]
+    fours = space.render("wgmma_splitk", fam.default | SWAPPED | {"BM": 16, "BN": 256, "SPLIT": 4})
+    pairs = space.render("wgmma_splitk", fam.default | SWAPPED | {"BM": 16, "BN": 256, "SPLIT": 2})
+    free = harness.fit(fours)
+    harness.cluster_slots = {"2": 132, "4": 120, "8": 112}
+    bound = harness.fit(fours)
+    assert free.ctas == bound.ctas == 128 and free.slots == 132  # 209 KB of shared memory: one block an SM
+    assert (free.per_slot, bound.per_slot, bound.slots) == (1, 2, 120)
+    assert bound.estimate > 1.3 * free.estimate  # the last 8 blocks read their share alone
+    assert harness.fit(pairs).slots == 132

@@ -65,6 +65,7 @@ class HopperGemmHarness(HarnessBase):
         self.build_workers = self.settings.build_workers
         self.sms = 132
         self.peak_tflops: float | None = None
+        self.cluster_slots: dict[str, int] | None = None
         self.device = ""
         self.baseline: dict = {"kind": self.settings.baseline}
         self.best_lt: dict | None = None
@@ -110,9 +111,8 @@ class HopperGemmHarness(HarnessBase):
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
                                "H100/H200 with its driver") from None
         gpus = self._choose() if self.settings.gpus is not None else None
-        lt = self.settings.baseline == "best_lt" or self.settings.both_baselines
         job = {"mode": "fingerprint", "baseline": self.settings.baseline, "both": self.settings.both_baselines,
-               "shape": list(self.shape), "helpers": self.helpers() if lt else None}
+               "shape": list(self.shape), "helpers": self.helpers()}
         out = self._child(job, timeout_s=180, gpu=gpus[0] if gpus else None)
         if out.status != "ok":
             raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
@@ -177,6 +177,7 @@ class HopperGemmHarness(HarnessBase):
         # A dry run's fingerprint has no GPU in it: the defaults stay.
         self.sms, self.device = fingerprint.get("sms", self.sms), fingerprint.get("gpu", self.device)
         self.peak_tflops = fingerprint.get("peak_tflops", self.peak_tflops)
+        self.cluster_slots = fingerprint.get("cluster_slots")  # blocks resident at once, by cluster size
         self.baseline = fingerprint.get("baseline", {"kind": "gemmex"})
         self.best_lt = fingerprint.get("best_lt") if self.baseline.get("kind") != "best_lt" else self.baseline
         """The cuBLASLt algorithm chosen for the shape (the baseline's or the one timed beside it), or None."""
@@ -260,7 +261,8 @@ class HopperGemmHarness(HarnessBase):
             launch = self.check(source)
         except (ManifestError, sandbox.RefusedSource):
             return None
-        return shape_fit(launch, *self.shape, self.sms, self.peak_tflops, 2 if self.problem.dtype_out == "bf16" else 4)
+        return shape_fit(launch, *self.shape, self.sms, self.peak_tflops, 2 if self.problem.dtype_out == "bf16" else 4,
+                         self.cluster_slots)
 
     def build(self, source: str) -> BuildReport:
         try:

@@ -8,7 +8,12 @@ its loads (whichever is longer) plus its epilogue and a fixed start, the busiest
 a K split adds a pass over the fp32 partials through DRAM, or, where the blocks of one tile's split form a
 cluster (cluster[0] == split_k), an exchange of the partials between their shared memories. Under
 stream-K the tiles of the last partial wave and one full wave before it are shared out evenly by
-k-iterations, at the cost of writing and reading back a partial tile (FIXUP_GBPS).
+k-iterations, at the cost of writing and reading back a partial tile (FIXUP_GBPS). Blocks launched in
+clusters fill only the slots whole clusters fit in (the driver's count, where the run has one).
+
+A floor under that, for the shapes that move more bytes than they compute: the operands and the output
+read and written once from DRAM, at STREAM_GBPS (or PER_SM_STREAM_GBPS a block where few blocks run, as in
+a last round of blocks). A tile's epilogue and start come on top: they do not overlap its loads.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ FIXUP_GBPS = 11.0
 """What one SM moves of stream-K's fp32 partial tiles (each written once and read back once), through
 registers with few loads in flight (the accumulators fill them): measured on an H100 from wgmma_cluster
 with and without STREAMK at 4096³, 3000×5000×2000 and 2304×8192×6144 (22–25 µs for 256–295 KB)."""
+STREAM_GBPS = 2850.0
+"""What one launch reads of a matrix from DRAM at best: a TMA ring over 117 MB on an H100, 41-43 µs."""
+PER_SM_STREAM_GBPS = 40.0
+"""What one block reads from DRAM at most: 66 blocks took 13 µs (launch excluded) for 33.6 MB."""
 CLUSTER_REDUCE_US = 0.5
 """What a split reduced in its cluster costs beside moving the partials: two cluster barriers and the
 round trips of the first remote reads."""
@@ -92,9 +101,9 @@ class Fit:
 
 
 def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | None = None,
-        out_bytes: int = 2) -> Fit | None:
+        out_bytes: int = 2, cluster_slots: dict[str, int] | None = None) -> Fit | None:
     """The fit of a kernel whose launch is resolved at M×N×K, by the tile its manifest states; None
-    where it states none."""
+    where it states none. `cluster_slots`: blocks resident at once by cluster size, one block an SM."""
     if launch.tile is None:
         return None
     (bm, bn), split = launch.tile, launch.split_k
@@ -104,6 +113,9 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     threads = launch.block[0] * launch.block[1] * launch.block[2]
     per_sm = max(1, min(THREADS_PER_SM // threads, SMEM_PER_SM // (launch.smem + 1024)))
     slots = sms * per_sm
+    size = launch.cluster[0] * launch.cluster[1] * launch.cluster[2]
+    if size > 1 and cluster_slots and str(size) in cluster_slots:
+        slots = min(slots, cluster_slots[str(size)] * per_sm)
     busy = min(ctas, slots)
     per_slot = math.ceil(tiles / busy)
     peak_sm = (peak_tflops or PEAK_TFLOPS) * 1e12 / sms
@@ -130,8 +142,16 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
         shared = (tiles - whole * busy) / busy
         partial_us = bm * bn * 4 * 2 / (FIXUP_GBPS * 1e3)
         estimate = (whole * unit_us + shared * (unit_us - TILE_START_US) + 2 * TILE_START_US + partial_us) * sharing
+    # The floor: the operands and the output through DRAM once, round by round (a last round of few
+    # blocks reads its share at their rate); the tile's epilogue and start on top.
+    dram = 2 * (M * K + N * K) + out_bytes * M * N
+    last = tiles - (per_slot - 1) * busy
+    dram_us = sum(units * dram / tiles / (min(STREAM_GBPS, units * PER_SM_STREAM_GBPS) * 1e3)
+                  for units in [busy] * (per_slot - 1) + [last])
+    estimate = max(estimate, dram_us + (unit_us - main * 1e6) * sharing)
     if split > 1 and not in_cluster:
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
                cluster_reduce=in_cluster, stream_k=stream_k)
+

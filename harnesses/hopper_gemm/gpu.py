@@ -251,6 +251,36 @@ def device_info() -> DeviceInfo:
     )
 
 
+CLUSTER_SIZES = (2, 4, 8)
+
+
+def cluster_slots(helpers_cubin: str | Path, info: DeviceInfo) -> dict[str, int]:
+    """For each cluster size, the blocks of a one-block-an-SM kernel the GPU holds at once when they are
+    launched in clusters of that size: the driver's count of active clusters times the size. A cluster's
+    blocks share one GPC, so where a GPC's SMs are not a multiple of the size some SMs stay idle."""
+    module = check(cu.cuModuleLoad(str(helpers_cubin).encode()))
+    try:
+        func = check(cu.cuModuleGetFunction(module, b"delay"))
+        smem = info.max_smem_optin - check(cu.cuFuncGetAttribute(
+            cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func))
+        check(cu.cuFuncSetAttribute(func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    smem))
+        out = {}
+        for size in CLUSTER_SIZES:
+            cfg = cu.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = size * info.sms, 1, 1
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 128, 1, 1
+            cfg.sharedMemBytes = smem
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = size, 1, 1
+            cfg.attrs, cfg.numAttrs = [attr], 1
+            out[str(size)] = size * check(cu.cuOccupancyMaxActiveClusters(func, cfg))
+        return out
+    finally:
+        check(cu.cuModuleUnload(module))
+
+
 def _max_sm_clock_mhz(dev: cp.cuda.Device) -> float:
     """The highest SM clock: NVML's maximum, else the driver's clock-rate attribute."""
     try:

@@ -23,6 +23,7 @@ SCALARS = [
     ("sm_clock_mhz", ("sm__cycles_elapsed.avg.per_second", "gpc__cycles_elapsed.avg.per_second"), 1e-6),
     ("sm_throughput_pct", ("sm__throughput.avg.pct_of_peak_sustained_elapsed",), 1),
     ("l2_hit_pct", ("lts__t_sector_hit_rate.pct",), 1),
+    ("l2_throughput_pct", ("lts__throughput.avg.pct_of_peak_sustained_elapsed",), 1),
     ("dram_throughput_pct", ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
                              "dram__cycles_active.avg.pct_of_peak_sustained_elapsed"), 1),
     ("registers", ("launch__registers_per_thread",), 1),

@@ -54,7 +54,8 @@ COLUMNS = (
 PROFILE_ROWS = [  # (key in a profile summary, label, format): the table and the prompt
     ("time_us", "duration (µs)", ".1f"), ("sm_clock_mhz", "SM clock (MHz)", ".0f"),
     ("tensor_pipe_pct", "tensor pipe busy (%)", ".1f"), ("sm_throughput_pct", "SM throughput (% of peak)", ".1f"),
-    ("l2_hit_pct", "L2 hit rate (%)", ".1f"), ("dram_throughput_pct", "DRAM throughput (% of peak)", ".1f"),
+    ("l2_hit_pct", "L2 hit rate (%)", ".1f"), ("l2_throughput_pct", "L2 throughput (% of peak)", ".1f"),
+    ("dram_throughput_pct", "DRAM throughput (% of peak)", ".1f"),
     ("dram_mb", "DRAM traffic (MB)", ".0f"), ("registers", "registers per thread", ".0f"),
     ("smem_kb", "dynamic shared memory (KB)", ".0f"), ("grid", "grid (blocks)", ".0f"),
 ]

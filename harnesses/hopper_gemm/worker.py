@@ -75,6 +75,13 @@ def fingerprint(job: dict) -> dict:
         "max_sm_clock_mhz": info.max_sm_clock_mhz,
         "peak_tflops": round(info.peak_tflops, 1) if info.peak_tflops else None,
     }
+    if job.get("helpers"):
+        from harnesses.hopper_gemm.gpu import CudaError, cluster_slots
+
+        try:
+            out["cluster_slots"] = cluster_slots(job["helpers"], info)
+        except CudaError:  # the fit then counts every SM as a slot
+            pass
     try:
         import pynvml
 
