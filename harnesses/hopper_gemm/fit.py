@@ -154,4 +154,3 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
                cluster_reduce=in_cluster, stream_k=stream_k)
-
