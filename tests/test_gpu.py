@@ -329,6 +329,8 @@ CLUSTER_VARIANTS = {
                                                                    "CONSUMER_REGS": 160},
     "three consumers, 192x192, epilogue in three parts": {"BM": 192, "BN": 192, "CTAS": 0, "CONSUMER_REGS": 160},
     "128x192 in pairs along N, epilogue in three parts": {"BN": 192, "CLUSTER": 2, "CLUSTER_DIM": "N"},
+    "128x128, six-stage ring": {"BN": 128, "QSIZE": 6, "INFLIGHT": 0},
+    "128x128 in pairs along M, six-stage ring": {"BN": 128, "QSIZE": 6, "CLUSTER": 2},
     "stream-K": {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
     "stream-K, 128 CTAs, registers epilogue, nothing in flight": {
         "STREAMK": 1, "EPILOGUE": "regs", "INFLIGHT": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
@@ -386,6 +388,8 @@ SPLITK_VARIANTS = {
     "swapped, 16x256 fours, deep ring": {"BM": 16, "BN": 256, "SPLIT": 4, "SWAP": 1, "QSIZE": 6},
     "swapped, 32x128 unsplit": {"BM": 32, "BN": 128, "SPLIT": 1, "SWAP": 1},
     "swapped, 128x64 pairs": {"BM": 128, "BN": 64, "SPLIT": 2, "SWAP": 1},
+    "swapped, 128x64 pairs, eight-stage ring": {"BM": 128, "BN": 64, "SPLIT": 2, "SWAP": 1, "QSIZE": 8},
+    "unsplit 64x64, eight-stage ring": {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 8},
     "swapped, 256x128 fours, two consumers": {"BM": 256, "BN": 128, "SPLIT": 4, "SWAP": 1, "CONSUMERS": 2,
                                               "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
 }

@@ -104,12 +104,35 @@ def structural(M: int, N: int, K: int, n: int = 6) -> list:
 
 
 def test_at_the_square_shape_every_family_starts_at_its_default(space):
+    """All but wgmma_tma, whose default ring (4 stages of 128×128 tiles, one block an SM) spans too few
+    round trips to L2 to keep its MMAs fed: it starts at 128×256 tiles (measured on an H100 at 4096³:
+    0.69× cuBLAS at 128×128, where the warp-specialized family's 128×256 gives 0.88×)."""
     moves = structural(4096, 4096, 4096)
     assert [p.family for p in moves] == ["tiled", "mma_sync", *WGMMA]
     for p in moves:
-        assert p.knobs == space.families[p.family].default
+        default = space.families[p.family].default
+        if p.family == "wgmma_tma":
+            assert p.knobs == default | {"BN": 256} and "better served by 128×256 tiles" in p.hypothesis
+            continue
+        assert p.knobs == default
         fitted = bool(space.families[p.family].shape_knobs)  # CUDA-core tiles have no fit
         assert ("its default fits the shape" in p.hypothesis) == fitted, p.family
+
+
+def test_a_deeper_ring_is_rated_faster_where_one_tile_an_sm_waits_on_l2(space):
+    """At 512×4096×4096 (128 tiles of 128×128, one an SM) four 64-column stages in flight leave the
+    MMAs waiting on L2 round trips, six do not (measured on an H100: 0.886× and 0.979× cuBLAS); at
+    4096³ with 128×256 tiles the ring depth does not matter to the fit."""
+    fam = space.families["wgmma_cluster"]
+    small, _ = harness_at(512, 4096, 4096)
+    four, six = (small.fit(space.render("wgmma_cluster", fam.default | {"BN": 128, "QSIZE": q})) for q in (4, 6))
+    assert four.estimate > six.estimate * 1.15
+    square, _ = harness_at(4096, 4096, 4096)
+    three, four = (square.fit(space.render("wgmma_cluster", fam.default | {"QSIZE": q})) for q in (3, 4))
+    assert three.estimate == four.estimate
+    moves = {p.family: p for p in structural(512, 4096, 4096, 8)}
+    for name in ("wgmma_tma", "wgmma_cluster", "wgmma_splitk"):
+        assert moves[name].knobs["QSIZE"] == 6 and moves[name].knobs["BN"] == 128, name
 
 
 def test_at_a_skinny_shape_the_families_start_with_tiles_that_fill_the_gpu(space):
@@ -199,9 +222,12 @@ def test_a_run_starts_from_the_best_recorded_at_the_nearest_shapes(space, tmp_pa
     agent.bind(store, 99, harness, {"gpu": "H100"})
     seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
     moves = agent.propose(History([seed], seed, GEMM), 4)
-    assert [(p.family, p.proposer) for p in moves] == [("wgmma_cluster", "search:warm"),
-                                                       ("wgmma_persistent", "search:warm")]
+    assert [(p.family, p.proposer) for p in moves] == [("wgmma_cluster", "search:warm")] * 2 + \
+        [("wgmma_persistent", "search:warm")] * 2
     assert moves[0].knobs == space.families["wgmma_cluster"].default | near
+    # each followed by its refit to this shape: one 64×128 tile an SM (two 128×128) wants a deeper ring
+    assert moves[1].knobs == moves[0].knobs | {"QSIZE": 6} and "refitted to this problem" in moves[1].hypothesis
+    assert moves[3].knobs == moves[2].knobs | {"QSIZE": 6}
     assert f"the best of run {nearest} at 512×4096×14336, 0.970× there" in moves[0].hypothesis
     assert "Here: 64×128 tiles" in moves[0].hypothesis
 

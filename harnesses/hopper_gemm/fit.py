@@ -2,18 +2,21 @@
 SMs, the work of the busiest SM, and a rough time from those.
 
 The time is a model for ordering what to try first at a shape (which tile size, how many CTAs, whether
-to split K), never a measurement and never part of a decision: each SM is a tensor-core rate (the dense
-peak over the SMs) fed at a fixed number of FLOPs per byte of operand loaded, a tile costs its MMAs or
-its loads (whichever is longer) plus its epilogue and a fixed start, the busiest slot sets the time, and
-a K split adds a pass over the fp32 partials through DRAM, or, where the blocks of one tile's split form a
-cluster (cluster[0] == split_k), an exchange of the partials between their shared memories. Under
-stream-K the tiles of the last partial wave and one full wave before it are shared out evenly by
-k-iterations, at the cost of writing and reading back a partial tile (FIXUP_GBPS). Blocks launched in
-clusters fill only the slots whole clusters fit in (the driver's count, where the run has one).
+to split K, how deep a load ring), never a measurement and never part of a decision: each SM is a
+tensor-core rate (the dense peak over the SMs) fed at a fixed number of FLOPs per byte of operand loaded
+and by no more than its load ring holds per round trip to L2; a tile costs its MMAs or its loads
+(whichever is longer) plus its epilogue and a fixed start, the busiest slot sets the time, and a K split
+adds a pass over the fp32 partials through DRAM, or, where the blocks of one tile's split form a cluster
+(cluster[0] == split_k), an exchange of the partials between their shared memories. Under stream-K the
+tiles of the last partial wave and one full wave before it are shared out evenly by k-iterations, at the
+cost of writing and reading back a partial tile (FIXUP_GBPS). Blocks launched in clusters fill only the
+slots whole clusters fit in (the driver's count, where the run has one).
 
 A floor under that, for the shapes that move more bytes than they compute: the operands and the output
 read and written once from DRAM, at STREAM_GBPS (or PER_SM_STREAM_GBPS a block where few blocks run, as in
-a last round of blocks). A tile's epilogue and start come on top: they do not overlap its loads.
+a last round of blocks). A tile's epilogue and start come on top: they do not overlap its loads. The
+estimate is a smooth maximum of the two, so configurations at the floor still rank by how close their
+own time comes to it.
 """
 
 from __future__ import annotations
@@ -43,9 +46,17 @@ STREAM_GBPS = 2850.0
 """What one launch reads of a matrix from DRAM at best: a TMA ring over 117 MB on an H100, 41-43 µs."""
 PER_SM_STREAM_GBPS = 40.0
 """What one block reads from DRAM at most: 66 blocks took 13 µs (launch excluded) for 33.6 MB."""
+RING_LATENCY_US = 1.45
+"""How long a load takes to come back from L2 under a full GPU's load: a block whose ring holds ring_k
+columns of K in flight loads at most that many per round trip. Measured on an H100 from 128×128 tiles at
+one tile an SM (512×4096×4096 and 512×4096×14336): 0.37 µs a 64-column stage with 4 stages in flight,
+0.33 µs (the MMAs' pace, and cuBLAS's) with 6."""
 CLUSTER_REDUCE_US = 0.5
 """What a split reduced in its cluster costs beside moving the partials: two cluster barriers and the
 round trips of the first remote reads."""
+SMOOTH = 4
+"""The exponent of the smooth maximum of the SMs' time and the DRAM floor: equal, they give 1.19 times
+either; at half the floor, the SMs' time adds 1.5%."""
 SMEM_PER_SM = 233472
 """Shared memory of a Hopper SM (228 KB), of which each resident block also takes 1 KB."""
 THREADS_PER_SM = 2048
@@ -120,7 +131,11 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     per_slot = math.ceil(tiles / busy)
     peak_sm = (peak_tflops or PEAK_TFLOPS) * 1e12 / sms
     k = math.ceil(K / split)
-    main = max(2 * bm * bn * k / peak_sm, 2 * (bm + bn) * k * FLOPS_PER_BYTE / peak_sm)
+    # Blocks sharing an SM share its rate: a slot's unit takes that many times as long. Their rings
+    # are in flight at once, so the round trips are not shared.
+    sharing = min(per_sm, math.ceil(busy / sms))
+    round_trips = k / launch.ring_k * RING_LATENCY_US * 1e-6 / sharing if launch.ring_k else 0.0
+    main = max(2 * bm * bn * k / peak_sm, 2 * (bm + bn) * k * FLOPS_PER_BYTE / peak_sm, round_trips)
     in_cluster = split > 1 and launch.cluster[0] == split
     exchange_us = 0.0
     if in_cluster:
@@ -131,8 +146,6 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     else:
         epilogue = bm * bn * (4 if split > 1 else out_bytes) * FLOPS_PER_BYTE / peak_sm
     unit_us = (main + epilogue) * 1e6 + exchange_us + TILE_START_US
-    # Blocks sharing an SM share its rate: a slot's unit takes that many times as long.
-    sharing = min(per_sm, math.ceil(busy / sms))
     estimate = per_slot * unit_us * sharing
     stream_k = launch.stream_k and tiles % busy != 0
     if stream_k:
@@ -148,7 +161,10 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     last = tiles - (per_slot - 1) * busy
     dram_us = sum(units * dram / tiles / (min(STREAM_GBPS, units * PER_SM_STREAM_GBPS) * 1e3)
                   for units in [busy] * (per_slot - 1) + [last])
-    estimate = max(estimate, dram_us + (unit_us - main * 1e6) * sharing)
+    floor = dram_us + (unit_us - main * 1e6) * sharing
+    # Two limits near each other slow a kernel more than either alone (its loads queue behind the DRAM's):
+    # a smooth maximum, which also ranks the configurations a floor would tie by how close they run to it.
+    estimate = (estimate ** SMOOTH + floor ** SMOOTH) ** (1 / SMOOTH)
     if split > 1 and not in_cluster:
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,

@@ -64,6 +64,9 @@ class Manifest(BaseModel):
     kernel must leave zero what it needs zero (its flags) for the next one."""
     stream_k: bool = False
     """The last waves' k-iterations are split evenly over the CTAs (for the fit of the shape)."""
+    ring_k: int | None = Field(None, ge=1)
+    """Columns of K whose operand tiles a block's load ring holds in flight (stages × the K of a stage):
+    with one tile an SM, what a block loads per L2 round trip (for the fit of the shape; none: not stated)."""
 
 
 class Launch(BaseModel):
@@ -80,6 +83,7 @@ class Launch(BaseModel):
     split_k: int = 1
     workspace: int = 0
     stream_k: bool = False
+    ring_k: int | None = None
 
 
 def parse(source: str) -> Manifest:
@@ -134,5 +138,5 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     return Launch(
         kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
         smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
-        workspace=workspace, stream_k=manifest.stream_k,
+        workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k,
     )
