@@ -56,6 +56,15 @@ for M, N, K in t.shapes() + [(300, 1000, 1024)]:
         row["host_us"] = (time.perf_counter() - t0) / 200 * 1e6  # the host's cost of a call (queued, not waited)
         torch.cuda.synchronize()
     out["x".join(map(str, (M, N, K)))] = row
+# release(): the scratch memory goes back (the stream-K kernel's, on one stream), and a later call works
+before = torch.cuda.mem_get_info()[0]
+freed = t.release()
+out["release"] = {"freed": freed, "free_gained": torch.cuda.mem_get_info()[0] - before,
+                  "left": sum(len(d.workspaces) + len(d.funcs) for d in t._devices.values())}
+for M, N, K in t.shapes():
+    A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    B = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+    out["x".join(map(str, (M, N, K)))]["rel_err_after_release"] = rel(t.gemm(A, B), torch.matmul(A, B.t()))
 A = torch.randn(256 * 4096 + 1, device="cuda", dtype=torch.bfloat16)[1:].view(256, 4096)  # 2 bytes off
 B = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
 out["misaligned"] = {"path": t.path(A, B), "rel_err": rel(t.gemm(A, B), torch.matmul(A, B.t()))}
@@ -87,6 +96,9 @@ def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
         assert out[shape]["path"].startswith("tuned: wgmma_cluster"), out[shape]
         assert out[shape]["rel_err"] < 1e-2 and out[shape]["rel_err_out"] < 1e-2
         assert out[shape]["x_cublas"] > 0.5  # a real kernel, not a no-op: its time is reported, not judged here
+        assert out[shape]["rel_err_after_release"] < 1e-2
+    assert out["release"]["freed"] > 0 and out["release"]["left"] == 0
+    assert out["release"]["free_gained"] >= out["release"]["freed"] - (2 << 20)  # the driver's granularity
     assert out["300x1000x1024"]["path"] == "cuBLAS: 300×1000×1024 was not tuned"
     assert out["300x1000x1024"]["rel_err"] < 1e-2
     assert out["misaligned"]["path"].startswith("cuBLAS: A is not 16-byte aligned")

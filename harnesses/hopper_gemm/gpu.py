@@ -145,16 +145,8 @@ class Kernel:
                                 "dynamic shared memory each cannot be resident at once on this device")
 
     def _config(self) -> cu.CUlaunchConfig:
-        cfg = cu.CUlaunchConfig()
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.launch["grid"]
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.launch["block"]
-        cfg.sharedMemBytes = self.launch["smem"]
-        cfg.hStream = self.stream
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = self.launch["cluster"]
-        cfg.attrs = [attr]
-        cfg.numAttrs = 1
+        launch = self.launch
+        cfg = launch_config(launch["grid"], launch["block"], launch["smem"], launch["cluster"], self.stream)
         if np.prod(self.launch["cluster"]) > 8:
             allow = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
             try:
@@ -254,6 +246,21 @@ def device_info() -> DeviceInfo:
 CLUSTER_SIZES = (2, 4, 8)
 
 
+def launch_config(grid, block, smem: int, cluster, stream=None) -> cu.CUlaunchConfig:
+    """A driver launch configuration with its cluster shape (the one attribute every launch here sets)."""
+    cfg = cu.CUlaunchConfig()
+    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
+    cfg.sharedMemBytes = smem
+    if stream is not None:
+        cfg.hStream = stream
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    cfg.attrs, cfg.numAttrs = [attr], 1
+    return cfg
+
+
 def cluster_slots(helpers_cubin: str | Path, info: DeviceInfo) -> dict[str, int]:
     """For each cluster size, the blocks of a one-block-an-SM kernel the GPU holds at once when they are
     launched in clusters of that size: the driver's count of active clusters times the size. A cluster's
@@ -267,14 +274,7 @@ def cluster_slots(helpers_cubin: str | Path, info: DeviceInfo) -> dict[str, int]
                                     smem))
         out = {}
         for size in CLUSTER_SIZES:
-            cfg = cu.CUlaunchConfig()
-            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = size * info.sms, 1, 1
-            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = 128, 1, 1
-            cfg.sharedMemBytes = smem
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = size, 1, 1
-            cfg.attrs, cfg.numAttrs = [attr], 1
+            cfg = launch_config((size * info.sms, 1, 1), (128, 1, 1), smem, (size, 1, 1))
             out[str(size)] = size * check(cu.cuOccupancyMaxActiveClusters(func, cfg))
         return out
     finally:

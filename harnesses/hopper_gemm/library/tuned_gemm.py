@@ -7,8 +7,9 @@
 A and B are PyTorch tensors or CuPy arrays (or anything with `__dlpack__`, then with `out=`). Where
 (M, N, K) is in `dispatch.json`, the kernel tuned for it is launched from its cubin (sm_90a, an H100 or
 H200), on the caller's current stream; every other shape, device or alignment goes to the framework's
-own matmul (cuBLAS). `path(A, B)` says which one a call would take, and why. Needs `cuda-python`
-(`cuda.bindings`) for the tuned kernels; without it every call goes to cuBLAS, and `path` says so.
+own matmul (cuBLAS). `path(A, B)` says which one a call would take, and why; `release()` frees what the
+tuned kernels hold on the GPU. Needs `cuda-python` (`cuda.bindings`) for the tuned kernels; without it
+every call goes to cuBLAS, and `path` says so.
 """
 
 from __future__ import annotations
@@ -231,6 +232,21 @@ class _Device:
             self.workspaces[key] = int(ptr)
         return self.workspaces[key]
 
+    def release(self) -> int:
+        """Free the scratch memory and unload the cubins, once the work queued on the device is done;
+        returns the bytes of scratch memory freed."""
+        self.current()
+        _ok(self.cu.cuCtxSynchronize())
+        freed = 0
+        for (shape, _), ptr in self.workspaces.items():
+            _ok(self.cu.cuMemFree(ptr))
+            freed += KERNELS[shape]["launch"]["workspace"]
+        for module, _ in self.funcs.values():
+            _ok(self.cu.cuModuleUnload(module))
+        self.workspaces.clear()
+        self.funcs.clear()
+        return freed
+
     def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View, stream: int = 0) -> dict:
         cu = self.cu
         M, N, K = shape
@@ -432,6 +448,14 @@ def _empty_like(A, M: int, N: int):
         with cupy.cuda.Device(A.device.id):
             return cupy.empty((M, N), dtype=A.dtype)
     raise TypeError(f"{type(A).__name__}: give out= (an M×N bf16 array) for this array type")
+
+
+def release() -> int:
+    """Give back what the tuned kernels hold on the GPUs: the scratch memory some keep (one buffer per shape
+    and stream that launched such a kernel) and the loaded cubins, after the work queued on each device is
+    done. Returns the bytes of scratch memory freed. A later call loads and allocates again."""
+    _launchers.clear()
+    return sum(d.release() for d in _devices.values())
 
 
 def shapes() -> list[tuple[int, int, int]]:
