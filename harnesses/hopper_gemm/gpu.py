@@ -147,12 +147,12 @@ class Kernel:
     def _config(self) -> cu.CUlaunchConfig:
         launch = self.launch
         cfg = launch_config(launch["grid"], launch["block"], launch["smem"], launch["cluster"], self.stream)
-        if np.prod(self.launch["cluster"]) > 8:
+        if np.prod(launch["cluster"]) > 8:
             allow = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
             try:
                 check(cu.cuFuncSetAttribute(self.func, allow, 1))
             except CudaError as exc:
-                raise LaunchRefused(f"cluster {self.launch['cluster']}: non-portable cluster sizes are not "
+                raise LaunchRefused(f"cluster {launch['cluster']}: non-portable cluster sizes are not "
                                     f"allowed on this device ({exc})") from None
         return cfg
 
