@@ -390,6 +390,11 @@ SPLITK_VARIANTS = {
     "swapped, 128x64 pairs": {"BM": 128, "BN": 64, "SPLIT": 2, "SWAP": 1},
     "swapped, 128x64 pairs, eight-stage ring": {"BM": 128, "BN": 64, "SPLIT": 2, "SWAP": 1, "QSIZE": 8},
     "unsplit 64x64, eight-stage ring": {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 8},
+    "unsplit 64x64, fourteen-stage ring": {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 14},
+    "unsplit 64x96, ten-stage ring": {"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 10},
+    "unsplit 128x112, seven-stage ring": {"BM": 128, "BN": 112, "SPLIT": 1, "QSIZE": 7},
+    "pairs, 128x96 (12 pieces a thread, in batches of 6)": {"BM": 128, "BN": 96, "SPLIT": 2, "QSIZE": 6},
+    "swapped, 16x64 unsplit, fourteen-stage ring": {"BM": 16, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 14},
     "swapped, 256x128 fours, two consumers": {"BM": 256, "BN": 128, "SPLIT": 4, "SWAP": 1, "CONSUMERS": 2,
                                               "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
 }

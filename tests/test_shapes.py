@@ -162,6 +162,34 @@ def test_at_a_skinny_shape_the_split_family_starts_with_blocks_that_fill_the_gpu
     assert blocks({"BM": 128, "BN": 256, "SPLIT": 1}) < 128  # large tiles leave SMs idle
 
 
+def test_where_the_wide_side_divides_by_96_the_split_family_starts_at_64x96_tiles(space):
+    """128×6144×4096 (a QKV projection at 128 tokens): 64×128 tiles make 96 for 132 SMs and 64×64 make
+    192, 64×96 make 128, one wave, with a ring of 10 stages (the deepest that fits). Measured on an H100:
+    0.965× cuBLAS, where 64×128 in 8 stages gave 0.946× (cuBLAS runs a 96×64 tile of 10 stages)."""
+    (move,) = [p for p in structural(128, 6144, 4096, n=7) if p.family == "wgmma_splitk"]
+    assert (move.knobs["BM"], move.knobs["BN"], move.knobs["SPLIT"], move.knobs["QSIZE"]) == (64, 96, 1, 10)
+    assert "64×96 tiles: 128 tiles for 132 SMs (0.97 waves)" in move.hypothesis
+
+
+@needs_nvcc
+def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_path):
+    """N of 96 and 112 in the MMA; 14 stages of 64×64; and a split of 128×96 whose 12 pieces a thread
+    add up in batches of 6 (the batch divides each thread's share)."""
+    from harnesses.hopper_gemm.build import Builder
+
+    builder = Builder(tmp_path)
+    fam = space.families["wgmma_splitk"]
+    for extra in ({"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 10}, {"BM": 128, "BN": 112, "SPLIT": 1, "QSIZE": 7},
+                  {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 14}, {"BM": 128, "BN": 96, "SPLIT": 2, "QSIZE": 6}):
+        knobs = fam.default | extra
+        assert not fam.violations(knobs, {}), extra
+        report = builder.build(space.render("wgmma_splitk", knobs), "gemm")
+        assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra
+    # 12 stages of 64×96 exceed shared memory; swapped, 96 rows of B are not whole 64-row MMA tiles.
+    assert fam.violations(fam.default | {"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 12}, {})
+    assert fam.violations(fam.default | {"BM": 16, "BN": 96, "SPLIT": 1, "SWAP": 1}, {})
+
+
 def test_at_the_square_shape_the_split_family_starts_unsplit(space):
     (move,) = [p for p in structural(4096, 4096, 4096, n=7) if p.family == "wgmma_splitk"]
     assert (move.knobs["BM"], move.knobs["BN"], move.knobs["SPLIT"]) == (128, 256, 1)
