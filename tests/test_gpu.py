@@ -336,6 +336,15 @@ CLUSTER_VARIANTS = {
         "STREAMK": 1, "EPILOGUE": "regs", "INFLIGHT": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
     "stream-K, three consumers, 192x192": {"STREAMK": 1, "BM": 192, "BN": 192, "CTAS": 0, "PRODUCER_REGS": 40,
                                            "CONSUMER_REGS": 152},
+    "three consumers, 192x176, split epilogue with a 48-column tail": {"BM": 192, "BN": 176, "CTAS": 0,
+                                                                        "CONSUMER_REGS": 160},
+    "128x208, split epilogue in four parts, 16-column tail": {"BN": 208, "CTAS": 0},
+    "128x144, padded shared-memory epilogue": {"BN": 144, "EPILOGUE": "smem", "QSIZE": 4},
+    "128x176 in pairs along M, whole-tile epilogue with a 48-column tail": {"BN": 176, "QSIZE": 3, "CLUSTER": 2,
+                                                                           "EPILOGUE": "tma"},
+    "ping-pong 64x240 in pairs along N, 48-column tail": {"SCHEDULE": "pingpong", "BM": 64, "BN": 240, "CLUSTER": 2,
+                                                          "CLUSTER_DIM": "N", "QSIZE": 4},
+    "stream-K 128x224": {"STREAMK": 1, "BN": 224, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
 }
 
 

@@ -190,6 +190,44 @@ def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_
     assert fam.violations(fam.default | {"BM": 16, "BN": 96, "SPLIT": 1, "SWAP": 1}, {})
 
 
+def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_own(space, tmp_path):
+    """BN 176 = two 64-column swizzled boxes and an unswizzled 48-column tail (its own tensor map); the
+    split epilogue sends it in three parts of at most 64 columns; every new width compiles without spills."""
+    from harnesses.hopper_gemm.build import Builder
+
+    fam = space.families["wgmma_cluster"]
+    knobs = fam.default | {"BN": 176, "QSIZE": 5, "CTAS": 0}
+    source = space.render("wgmma_cluster", knobs)
+    launch = resolve(parse(source), 512, 28672, 4096)
+    assert launch.tensor_maps["tmT"]["box"] == [64, 48] and launch.tensor_maps["tmT"]["swizzle"] == 0
+    assert launch.tensor_maps["tmC"]["box"] == [64, 64] and launch.args[:4] == ["tmA", "tmB", "tmC", "tmT"]
+    assert launch.smem == 5 * (128 + 176) * 64 * 2 + 128 * 64 * 2 + 1024 + 16 * 5
+    assert "columns 128 to 176: the 48-column tail" in source and "wgmma.mma_async.sync.aligned.m64n176k16" in source
+    whole = space.render("wgmma_cluster", knobs | {"EPILOGUE": "tma", "QSIZE": 3})
+    assert "columns 0 to 176: 2 swizzled 64-column boxes and the 48-column tail" in whole
+    # Widths that divide by 64 have no tail.
+    assert "tmT" not in space.render("wgmma_cluster", fam.default)
+    # A pair along M multicasts B in halves, whole 8-row swizzle atoms each.
+    assert fam.violations(knobs | {"BN": 152, "CLUSTER": 2}, {})
+    assert not fam.violations(knobs | {"CLUSTER": 2}, {})
+    builder = Builder(tmp_path)
+    for extra in ({"BN": 144, "STREAMK": 1, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+                  {"BM": 192, "BN": 176, "CONSUMER_REGS": 160}, {"BN": 208, "EPILOGUE": "tma", "QSIZE": 3},
+                  {"BM": 64, "BN": 240, "SCHEDULE": "pingpong", "CLUSTER": 2, "CLUSTER_DIM": "N"},
+                  {"BN": 160, "EPILOGUE": "smem", "CLUSTER": 2}, {"BN": 224, "BK": 128, "QSIZE": 2}):
+        k = fam.default | extra
+        assert not fam.violations(k, {}), extra
+        report = builder.build(space.render("wgmma_cluster", k), "gemm")
+        assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra
+
+
+def test_where_128_wide_tiles_leave_a_ragged_wave_the_cluster_family_starts_at_a_width_that_fills_whole_ones(space):
+    """512×28672×4096 (gate_up at 512 tokens): 128×128 tiles give 6.79 waves, 128×176 give 4.94."""
+    (move,) = [p for p in structural(512, 28672, 4096, n=7) if p.family == "wgmma_cluster"]
+    assert (move.knobs["BM"], move.knobs["BN"], move.knobs["CTAS"]) == (128, 176, 0)
+    assert "652 tiles for 132 SMs (4.94 waves)" in move.hypothesis
+
+
 def test_at_the_square_shape_the_split_family_starts_unsplit(space):
     (move,) = [p for p in structural(4096, 4096, 4096, n=7) if p.family == "wgmma_splitk"]
     assert (move.knobs["BM"], move.knobs["BN"], move.knobs["SPLIT"]) == (128, 256, 1)
@@ -309,7 +347,8 @@ def test_three_consumer_warpgroups_cover_a_192_row_tile(space):
     launch = resolve(parse(source), *MID)
     assert launch.block == (512, 1, 1) and launch.tile == (192, 192) and launch.grid == (132, 1, 1)
     assert "CONSUMERS = 3" in source and "setmaxnreg.inc.sync.aligned.u32 160" in source
-    assert "column part 2 of 3" in source and "column part 3 of 3" not in source
+    assert "columns 128 to 192: 1 swizzled 64-column box" in source and "to 256" not in source
+    assert "tail" not in source and "tmT" not in source
     assert launch.smem == 4 * 384 * 64 * 2 + 192 * 192 * 2 // 3 + 1024 + 16 * 4
     assert any("at most 160 each" in r for r in fam.violations(knobs | {"BN": 256}, {}))
     assert any("64K-register file" in r for r in fam.violations(knobs | {"CONSUMER_REGS": 232}, {}))

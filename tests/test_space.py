@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 from conftest import needs_nvcc
 
@@ -24,22 +27,50 @@ def space():
     return Space("hopper_gemm")
 
 
+WHOLE = 200_000
+"""A family with up to this many configurations in its product is walked whole; a larger one is drawn from."""
+
+
+def valid_configurations(fam, shape, draws: int = 20_000, seed: int = 0) -> list[dict]:
+    """The family's valid configurations: all of them where its product is small, else the valid ones
+    among `draws` configurations drawn from the product with a seed (by mixed-radix index)."""
+    keys = list(fam.knobs)
+    sizes = [len(fam.knobs[k]) for k in keys]
+    total = math.prod(sizes)
+    if total <= WHOLE:
+        return [k for k in fam.configurations() if not fam.violations(k, shape)]
+    out, rng = [], random.Random(seed)
+    for index in rng.sample(range(total), draws):
+        knobs = {}
+        for k, n in zip(keys, sizes):
+            index, i = divmod(index, n)
+            knobs[k] = fam.knobs[k][i]
+        if not fam.violations(knobs, shape):
+            out.append(knobs)
+    return out
+
+
 def test_ladder_has_the_seed_and_two_families_beyond(space):
     ladder = space.ladder()
     assert [f.name for f in ladder][:3] == ["naive", "tiled", "mma_sync"]
     for fam in ladder[1:]:
         assert fam.knobs and not fam.violations(fam.default, SHAPE)
-        valid = [k for k in fam.configurations() if not fam.violations(k, SHAPE)]
+        valid = valid_configurations(fam, SHAPE, draws=2000)
         assert len(valid) >= 10, fam.name
 
 
 def test_every_valid_configuration_renders_a_launchable_manifest(space):
+    """Every valid configuration of a family whose product is small; of a larger one (the cluster
+    family's millions), the valid ones among 200,000 drawn, which take every value of every knob."""
     for fam in space.ladder():
-        for knobs in (fam.configurations() if fam.template else [{}]):
-            if fam.violations(knobs, SHAPE):
-                continue
+        configurations = valid_configurations(fam, SHAPE, draws=200_000) if fam.template else [{}]
+        for knobs in configurations:
             launch = resolve(parse(space.render(fam.name, knobs)), 4096, 4096, 4096)
             assert launch.kernel == "gemm"
+        if fam.template and math.prod(len(v) for v in fam.knobs.values()) > WHOLE:
+            assert len(configurations) > 2000, fam.name
+            for k, values in fam.knobs.items():
+                assert {c[k] for c in configurations} == set(values), (fam.name, k)
 
 
 def test_constraints_reject_with_reasons(space):
@@ -126,7 +157,7 @@ def test_a_sample_of_valid_configurations_compiles_without_spills(space, tmp_pat
     picks = []
     for fam in space.ladder():
         if fam.knobs:
-            valid = [k for k in fam.configurations() if not fam.violations(k, SHAPE) and k != fam.default]
+            valid = [k for k in valid_configurations(fam, SHAPE) if k != fam.default]
             picks += [(fam.name, k) for k in rng.sample(valid, 2)]
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda p: builder.build(space.render(*p), "gemm"), picks))

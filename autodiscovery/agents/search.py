@@ -232,16 +232,21 @@ class SearchAgent(AgentBase):
     def fitted(self, fam: Family, knobs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Where a structural move starts in `fam`: `knobs` (its default), or, where the harness's fit of
         the shape estimates another setting of the family's shape knobs more than FIT_GAIN faster, that
-        one (the fewest changes among the fastest); with the fit in words ('' without a fit)."""
+        one (among the fastest, the fewest knobs changed to repair a constraint, then the fewest changes);
+        with the fit in words ('' without a fit)."""
         here = self._fit(fam, knobs)
         if here is None:
             return knobs, ""
-        options = [(f.estimate, changes, canon(moved), moved, f)
+
+        def repairs(moved: dict[str, Any]) -> int:
+            return sum(moved[k] != knobs.get(k) for k in moved if k not in fam.shape_knobs)
+
+        options = [(f.estimate, repairs(moved), changes, canon(moved), moved, f)
                    for moved, changes, f in self._fitted_settings(fam, knobs)]
         best = min(options, default=None)
         if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
             return knobs, f"its default fits the shape ({here.describe()})."
-        return best[3], (f"the shape is better served by {best[4].describe()} than by the default's "
+        return best[4], (f"the shape is better served by {best[5].describe()} than by the default's "
                          f"{here.describe()} (estimated {here.estimate / best[0]:.2f}× faster).")
 
     def _fit(self, fam: Family, knobs: dict[str, Any]):
