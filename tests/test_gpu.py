@@ -345,6 +345,8 @@ CLUSTER_VARIANTS = {
     "ping-pong 64x240 in pairs along N, 48-column tail": {"SCHEDULE": "pingpong", "BM": 64, "BN": 240, "CLUSTER": 2,
                                                           "CLUSTER_DIM": "N", "QSIZE": 4},
     "stream-K 128x224": {"STREAMK": 1, "BN": 224, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "128x224, L2 fills promoted to 256 bytes": {"BN": 224, "CTAS": 0, "L2_PROMO": 256},
+    "128x128 in pairs along M, L2 fills promoted to 256 bytes": {"BN": 128, "QSIZE": 6, "CLUSTER": 2, "L2_PROMO": 256},
 }
 
 
@@ -401,6 +403,7 @@ SPLITK_VARIANTS = {
     "unsplit 64x64, eight-stage ring": {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 8},
     "unsplit 64x64, fourteen-stage ring": {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 14},
     "unsplit 64x96, ten-stage ring": {"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 10},
+    "unsplit 64x96, ten-stage ring, L2 fills not promoted": {"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 10, "L2_PROMO": 0},
     "unsplit 128x112, seven-stage ring": {"BM": 128, "BN": 112, "SPLIT": 1, "QSIZE": 7},
     "pairs, 128x96 (12 pieces a thread, in batches of 6)": {"BM": 128, "BN": 96, "SPLIT": 2, "QSIZE": 6},
     "swapped, 16x64 unsplit, fourteen-stage ring": {"BM": 16, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 14},

@@ -514,3 +514,42 @@ def test_clusters_fill_only_the_slots_whole_clusters_fit_in(space):
     assert (free.per_slot, bound.per_slot, bound.slots) == (1, 2, 120)
     assert bound.estimate > 1.3 * free.estimate  # the last 8 blocks read their share alone
     assert harness.fit(pairs).slots == 132
+
+
+def test_l2_promotion_is_stated_in_the_operands_tensor_maps_and_rated_by_the_dram_floor(space):
+    """L2_PROMO 256 puts l2_promotion 256 on A's and B's tensor maps (0 renders the maps as before); the
+    fit's DRAM floor is faster for it, which tells where the operands stream from DRAM (128×28672×4096:
+    more than FIT_EDGE) from where the MMAs set the time (4096³: nothing to speak of)."""
+    from autodiscovery.agents.search import FIT_EDGE
+
+    fam = space.families["wgmma_cluster"]
+    tile = fam.default | {"BM": 128, "BN": 224}
+    plain, promoted = (space.render("wgmma_cluster", tile | {"L2_PROMO": p}) for p in (0, 256))
+    assert "l2_promotion" not in plain and "brings the next stage's columns" in promoted
+    maps = resolve(parse(promoted), 128, 28672, 4096).tensor_maps
+    assert [maps[m]["l2_promotion"] for m in ("tmA", "tmB", "tmC")] == [256, 256, 0]
+    assert resolve(parse(plain), 128, 28672, 4096).tensor_maps["tmA"]["l2_promotion"] == 0
+    skinny, _ = harness_at(128, 28672, 4096)
+    assert skinny.fit(plain).estimate > skinny.fit(promoted).estimate * (1 + FIT_EDGE)
+    assert skinny.fit(promoted).describe().endswith("inside C, L2 fills promoted to 256 bytes")
+    assert "promoted" not in skinny.fit(plain).describe()
+    square, _ = harness_at(4096, 4096, 4096)
+    square_plain, square_promoted = (space.render("wgmma_cluster", fam.default | {"L2_PROMO": p}) for p in (0, 256))
+    assert square.fit(square_plain).estimate < square.fit(square_promoted).estimate * 1.001
+    # The split family's shapes stream their operands: it promotes by default.
+    assert "l2_promotion: 256" in space.render("wgmma_splitk", space.families["wgmma_splitk"].default)
+
+
+def test_a_move_of_a_knob_outside_the_shape_knobs_goes_first_where_the_fit_rates_it_faster(space):
+    """From 128×224 tiles at 128×28672×4096 the fit rates the promoted maps faster: that move leads the
+    walk; at 4096³ it stays among the plain neighbours."""
+    fam = space.families["wgmma_cluster"]
+    for shape, tile, first in [((128, 28672, 4096), {"BM": 128, "BN": 224, "CTAS": 0}, True), ((4096, 4096, 4096), {}, False)]:
+        harness, campaign = harness_at(*shape)
+        agent = SearchAgent(campaign)
+        agent.bind(None, 1, harness, {})
+        best = fam.default | tile
+        order = agent.shape_first(fam, best, agent.neighbours(fam, best))
+        lead = [k for k, why in order if why.startswith("the fit of the shape rates")]
+        assert (fam.default | tile | {"L2_PROMO": 256} in lead) is first
+        assert any(k == best | {"L2_PROMO": 256} for k, _ in order)

@@ -218,8 +218,7 @@ class SearchAgent(AgentBase):
     def _structural(self, fam: Family, history: History) -> Proposal:
         knobs = dict(fam.default)
         if fam.template and fam.violations(knobs, self.shape):
-            valid = [k for k in fam.configurations() if not fam.violations(k, self.shape)]
-            knobs = valid[0] if valid else knobs
+            knobs = next((k for k in fam.configurations() if not fam.violations(k, self.shape)), knobs)
         knobs, fitted = self.fitted(fam, knobs)
         inc = history.incumbent
         base = f"from {inc.family} ({history.objective.format(inc.score, '.3g')})" if inc and inc.score else \
@@ -295,14 +294,17 @@ class SearchAgent(AgentBase):
     def shape_first(self, fam: Family, knobs: dict[str, Any], moves: list[dict[str, Any]]) -> list[tuple[dict, str]]:
         """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
         the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
-        FIT_EDGE faster come first, fastest first, including those more than one knob away; shape-knob
-        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
-        `moves` as they are."""
+        FIT_EDGE faster come first, fastest first, including those more than one knob away, and with them
+        the moves of other knobs it so estimates; moves it estimates more than FIT_GAIN slower go last; the
+        rest keep their order. Without a fit, `moves` as they are."""
         here = self._fit(fam, knobs)
         plain = "one step from the family's best"
         if here is None:
             return [(m, plain) for m in moves]
         fits = {canon(m): (m, c, f) for m, c, f in self._fitted_settings(fam, knobs)}
+        for m in moves:  # a move of another knob the fit reads (how the operands reach L2, say)
+            if (key := canon(m)) not in fits and (f := self._fit(fam, m)) is not None:
+                fits[key] = (m, sum(m[k] != knobs.get(k) for k in m), f)
         faster = sorted(((f.estimate, c, key, m, f) for key, (m, c, f) in fits.items()
                          if f.estimate * (1 + FIT_EDGE) < here.estimate), key=lambda o: o[:3])
         first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "

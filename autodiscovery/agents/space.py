@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import jinja2
@@ -82,9 +83,10 @@ class Family(BaseModel):
             code = _CODE[text] = compiled(text)
         return code
 
-    def configurations(self) -> list[dict[str, Any]]:
+    def configurations(self) -> Iterator[dict[str, Any]]:
+        """Every setting of the knobs, one at a time (a family's product runs to millions)."""
         keys = list(self.knobs)
-        return [dict(zip(keys, vals)) for vals in itertools.product(*(self.knobs[k] for k in keys))]
+        return (dict(zip(keys, vals)) for vals in itertools.product(*(self.knobs[k] for k in keys)))
 
 
 class Space:

@@ -13,8 +13,9 @@ cost of writing and reading back a partial tile (FIXUP_GBPS). Blocks launched in
 slots whole clusters fit in (the driver's count, where the run has one).
 
 A floor under that, for the shapes that move more bytes than they compute: the operands and the output
-read and written once from DRAM, at STREAM_GBPS (or PER_SM_STREAM_GBPS a block where few blocks run, as in
-a last round of blocks). A tile's epilogue and start come on top: they do not overlap its loads. The
+read and written once from DRAM, at STREAM_GBPS (STREAM_GBPS_PLAIN where the operands' tensor maps do not
+promote L2 fills to 256 bytes; PER_SM_STREAM_GBPS a block where few blocks run, as in a last round of
+blocks). A tile's epilogue and start come on top: they do not overlap its loads. The
 estimate is a smooth maximum of the two, so configurations at the floor still rank by how close their
 own time comes to it.
 """
@@ -43,7 +44,12 @@ FIXUP_GBPS = 11.0
 registers with few loads in flight (the accumulators fill them): measured on an H100 from wgmma_cluster
 with and without STREAMK at 4096³, 3000×5000×2000 and 2304×8192×6144 (22–25 µs for 256–295 KB)."""
 STREAM_GBPS = 2850.0
-"""What one launch reads of a matrix from DRAM at best: a TMA ring over 117 MB on an H100, 41-43 µs."""
+"""What one launch reads of a matrix from DRAM at best: a TMA ring over 117 MB on an H100, 41-43 µs, its
+tensor map promoting L2 fills to 256 bytes (a plain load ring does as well)."""
+STREAM_GBPS_PLAIN = 2740.0
+"""The same for a TMA ring whose tensor maps do not promote L2 fills: 2-4% slower in that measurement (117
+and 235 MB), 1-5% in GEMMs that stream B (128×28672×4096, 16×28672×4096, 128×6144×4096 and
+256×4096×14336 on an H100)."""
 PER_SM_STREAM_GBPS = 40.0
 """What one block reads from DRAM at most: 66 blocks took 13 µs (launch excluded) for 33.6 MB."""
 RING_LATENCY_US = 1.45
@@ -84,6 +90,8 @@ class Fit:
     """The split's partials are added up inside the cluster, through distributed shared memory."""
     stream_k: bool = False
     """The last waves are shared out by k-iterations (the tiles do not fill whole waves)."""
+    promoted: bool = False
+    """The operands' tensor maps promote L2 fills to 256 bytes (the DRAM floor at STREAM_GBPS)."""
 
     @property
     def estimate(self) -> float:
@@ -104,7 +112,7 @@ class Fit:
         busiest = (f"the last waves shared by k-iterations (stream-K), {self.tiles / min(self.ctas, self.slots):.2f} "
                    "tiles' work a block" if self.stream_k else f"the busiest block runs {self.per_slot}")
         return (f"{bm}×{bn} tiles{split}: {self.tiles} {units} for {self.sms} SMs ({self.waves:.2f} waves), {busiest}, "
-                f"{self.useful:.0%} of the tile area inside C")
+                f"{self.useful:.0%} of the tile area inside C{', L2 fills promoted to 256 bytes' if self.promoted else ''}")
 
     def as_dict(self) -> dict:
         return {**asdict(self), "tile": list(self.tile), "waves": round(self.waves, 4),
@@ -159,7 +167,10 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     # blocks reads its share at their rate); the tile's epilogue and start on top.
     dram = 2 * (M * K + N * K) + out_bytes * M * N
     last = tiles - (per_slot - 1) * busy
-    dram_us = sum(units * dram / tiles / (min(STREAM_GBPS, units * PER_SM_STREAM_GBPS) * 1e3)
+    operands = [tm for tm in launch.tensor_maps.values() if tm.get("tensor") in ("A", "B")]
+    promoted = bool(operands) and all(tm.get("l2_promotion", 0) >= 256 for tm in operands)
+    stream = STREAM_GBPS_PLAIN if operands and not promoted else STREAM_GBPS
+    dram_us = sum(units * dram / tiles / (min(stream, units * PER_SM_STREAM_GBPS) * 1e3)
                   for units in [busy] * (per_slot - 1) + [last])
     floor = dram_us + (unit_us - main * 1e6) * sharing
     # Two limits near each other slow a kernel more than either alone (its loads queue behind the DRAM's):
@@ -169,4 +180,4 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
-               cluster_reduce=in_cluster, stream_k=stream_k)
+               cluster_reduce=in_cluster, stream_k=stream_k, promoted=promoted)
