@@ -58,8 +58,8 @@ def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
     store = Store(tmp_path / "runs.db")
     cache = tmp_path / "cache"
     pid = two_shape_suite(store)
-    record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97, cache,
-           pid, "a")
+    record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong", "L2_PROMO": 256},
+           0.97, cache, pid, "a")
     record(store, (4096, 4096, 4096), "wgmma_ws", {}, 1.01, cache, pid, "b")
 
     out = tmp_path / "lib"
@@ -71,6 +71,8 @@ def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
     assert first["shape"] == [256, 4096, 4096] and first["family"] == "wgmma_cluster" and first["x_cublas"] == 0.97
     assert first["x_best_lt"] == pytest.approx(0.96)
     assert first["launch"]["kernel"] and first["launch"]["tile"] == [64, 128]
+    maps = first["launch"]["tensor_maps"]  # how the module encodes them: L2 fills promoted as the kernel was tuned
+    assert (maps["tmA"]["l2_promotion"], maps["tmB"]["l2_promotion"], maps["tmC"]["l2_promotion"]) == (256, 256, 0)
     assert (out / first["cubin"]).read_bytes()[:4] == b"\x7fELF"
     assert table["arch"] == "sm_90a" and table["device"] == "NVIDIA H100 80GB HBM3"
 
