@@ -8,9 +8,9 @@ compiled, each with the reason in words.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any
 
 import jinja2
