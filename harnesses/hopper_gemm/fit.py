@@ -39,10 +39,12 @@ DRAM_GBPS = 3000.0
 DSMEM_GBPS = 3000.0
 """What distributed shared memory moves between the SMs of clusters, over the whole GPU (published H100
 microbenchmarks put it near 3 TB/s, less for larger clusters); an SM's share is this over the SMs."""
-FIXUP_GBPS = 11.0
-"""What one SM moves of stream-K's fp32 partial tiles (each written once and read back once), through
-registers with few loads in flight (the accumulators fill them): measured on an H100 from wgmma_cluster
-with and without STREAMK at 4096³, 3000×5000×2000 and 2304×8192×6144 (22–25 µs for 256–295 KB)."""
+FIXUP_GBPS = 8.0
+"""What stream-K's shared phase costs beyond an even split, as the rate at which one SM would move its two
+fp32 partial tiles (one written, one read back): measured on an H100 from wgmma_cluster with and without
+STREAMK at 4096³ (30 µs for 256 KB: 8.6 GB/s) and 2304×8192×6144 (64 µs for 295 KB). Timed in the
+kernel, the store of a 128 KB partial alone takes 3.7 µs and its add 2.4 µs; the rest is the shared
+phase's main loop, slower by a tenth with the CTAs on twice as many tiles at once."""
 STREAM_GBPS = 2850.0
 """What one launch reads of a matrix from DRAM at best: a TMA ring over 117 MB on an H100, 41-43 µs, its
 tensor map promoting L2 fills to 256 bytes (a plain load ring does as well)."""
