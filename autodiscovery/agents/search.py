@@ -42,6 +42,9 @@ harness's fit of the shape estimates that one more than 10% faster."""
 FIT_EDGE = 0.03
 """Knob moves the fit estimates more than 3% faster than the family's best go first (fastest first); a
 move of a shape knob it estimates more than FIT_GAIN slower goes last."""
+FIT_NUDGE = 0.01
+"""One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
+ahead of the moves it cannot tell apart."""
 
 
 class SearchSettings(Strict):
@@ -295,8 +298,9 @@ class SearchAgent(AgentBase):
         """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
         the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
         FIT_EDGE faster come first, fastest first, including those more than one knob away, and with them
-        the moves of other knobs it so estimates; moves it estimates more than FIT_GAIN slower go last; the
-        rest keep their order. Without a fit, `moves` as they are."""
+        the moves of other knobs it so estimates; then the moves it estimates more than FIT_NUDGE faster;
+        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
+        `moves` as they are."""
         here = self._fit(fam, knobs)
         plain = "one step from the family's best"
         if here is None:
@@ -310,15 +314,19 @@ class SearchAgent(AgentBase):
         first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "
                      f"best's {here.describe()}") for _, _, _, m, f in faster]
         ahead = {canon(m) for m, _ in first}
-        middle, last = [], []
+        nudged, middle, last = [], [], []
         for m in moves:
             if canon(m) in ahead:
                 continue
             f = fits.get(canon(m))
+            if f is not None and f[2].estimate * (1 + FIT_NUDGE) < here.estimate:
+                nudged.append((f[2].estimate, len(nudged), m, f"{plain}, which the fit of the shape rates "
+                                                             f"{here.estimate / f[2].estimate:.3f}× faster"))
+                continue
             slow = f is not None and f[2].estimate > here.estimate * (1 + FIT_GAIN)
             (last if slow else middle).append((m, plain if not slow else
                                                f"{plain}, though the fit of the shape rates it slower"))
-        return first + middle + last
+        return first + [(m, why) for _, _, m, why in sorted(nudged, key=lambda o: o[:2])] + middle + last
 
     def _active(self, history: History, exhausted: set[str], inc_rung: int,
                 pending: list[Proposal] = ()) -> Family | None:
