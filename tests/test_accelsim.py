@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
-from harnesses.accelsim import AccelsimHarness, simlog, tensor_bound
+from harnesses.accelsim import WMMA_CHECK_KERNEL, AccelsimHarness, simlog, tensor_bound, wmma_verdict
 from harnesses.accelsim import report as accelsim_report
 from harnesses.accelsim.agent import CodesignAgent
 from harnesses.accelsim.arch import (
@@ -89,10 +89,10 @@ def test_architecture_validation_and_the_arch_block():
         split("int main() {}")
 
 
-def standin_harness(tmp_path, **env) -> AccelsimHarness:
+def standin_harness(tmp_path, *sets: str, **env) -> AccelsimHarness:
     tmp_path.mkdir(parents=True, exist_ok=True)
     c = campaigns.load("edge-codesign", [f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
-                                         "harness.parallel=2"])
+                                         "harness.parallel=2", *sets])
     h = AccelsimHarness(c)
     h.nvcc, h.root, h.base_config, h.accelsim = "/bin/true", str(tmp_path), None, None  # config rendered
     (tmp_path / "lib").mkdir(exist_ok=True)
@@ -155,6 +155,64 @@ def test_standin_crash_and_wrong_result(tmp_path, standin_env):
         out = h.evaluate(agent.seed_proposal().source, build)
         assert out.status == "incorrect" and why in out.log, out.log
         assert out.metrics["check"] == "FAIL"
+
+
+def test_the_wmma_check_names_the_operand_fix_when_the_simulator_crashes_or_gets_it_wrong(tmp_path, standin_env):
+    """doctor's check: the campaign's kernel template at 32x32x16 on the stock architecture, simulated
+    and its output checked by the harness; a crash (a build without the operand fix dies with signal 11
+    on the first wmma.mma) or a wrong product names the fix."""
+    agent = CodesignAgent(campaigns.load("edge-codesign", ["problem.M=32", "problem.N=32", "problem.K=16"]))
+    source = agent.render(WMMA_CHECK_KERNEL, dict(agent.arch.default))
+    assert "constexpr int BM = 32, BN = 32, BK = 16;" in source
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
+    shape = ["problem.M=32", "problem.N=32", "problem.K=16"]
+    cases = [("ok", "vec_512", "0", "right"), ("crash", "CRASH_tensor_initiation_gt_latency", "139", "right"),
+             ("wrong", "vec_512", "0", "wrong")]
+    verdicts = {}
+    for name, run, rc, output in cases:
+        h = standin_harness(tmp_path / name, *shape, STANDIN_LOG=str(RUNS / run / "sim.log"), STANDIN_RC=rc,
+                            STANDIN_OUTPUT=output)
+        verdicts[name] = wmma_verdict(h.evaluate(source, build))
+    found, hint = verdicts["ok"]
+    assert found == "32x32x16 simulated, output checked (31033 cycles)" and hint == ""
+    for name, said in (("crash", "(segmentation fault)"), ("wrong", "got the product wrong (output check FAIL: 1 of 1024 outputs differ")):
+        found, hint = verdicts[name]
+        assert found is None and said in hint, hint
+        assert "src/cuda-sim/instructions.cc" in hint and "&hex_val" in hint
+    # A program that cannot start is not the simulator's arithmetic: no fix named.
+    h = standin_harness(tmp_path / "missing", *shape, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
+    gone = BuildReport(ok=True, cache_key="y", artifact=str(tmp_path / "no-such-program"))
+    found, hint = wmma_verdict(h.evaluate(source, gone))
+    assert found is None and hint.startswith("the simulator did not run the check kernel") and "hex_val" not in hint
+
+
+def test_doctor_runs_the_wmma_check_once_the_tools_are_found(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    import harnesses.accelsim as accelsim
+    from autodiscovery.cli import app
+    from harnesses.accelsim.tools import Found
+
+    found = [Found(w, str(tmp_path / w.split()[0]), "hint") for w in
+             ("GPGPU-Sim", "GPGPU-Sim libcudart", "base gpgpusim.config", "CUDA 11 nvcc")]
+    monkeypatch.setattr(accelsim.tools, "survey", lambda s: [*found, Found("accel-sim.out (trace mode)", None, "x")])
+    asked = []
+
+    def check(campaign, verdict):
+        asked.append((campaign.problem.M, campaign.problem.N, campaign.problem.K))
+        return verdict
+
+    for verdict, code in (((None, "the simulator crashed (segmentation fault): " + accelsim.OPERAND_FIX), 1),
+                          (("32x32x16 simulated, output checked (31033 cycles)", ""), 0)):
+        monkeypatch.setattr(accelsim, "wmma_check", lambda c, v=verdict: check(c, v))
+        res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+        assert res.exit_code == code, res.output
+        row = {r["tool"]: r for r in json.loads(res.output)}[accelsim.WMMA_CHECK]
+        assert row["needed"] and row["found"] == verdict[0] and row["if_missing"] == (verdict[1] or None)
+    assert asked == [(512, 512, 512)] * 2  # the campaign as it is: the check sets its own shape
+    # Trace mode replays recorded traces: no PTX-mode check.
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+    assert accelsim.WMMA_CHECK in res.output
 
 
 def test_tensor_bound_matches_the_article():
@@ -245,6 +303,8 @@ def test_doctor_says_what_to_set(monkeypatch, tmp_path):
     rows = {r["tool"]: r for r in json.loads(res.output)}
     assert rows["GPGPU-Sim"]["found"] is None
     assert "set AUTODISCOVERY_GPGPUSIM_ROOT" in rows["GPGPU-Sim"]["if_missing"]
+    assert rows["GPGPU-Sim runs a WMMA GEMM"]["found"] is None and rows["GPGPU-Sim runs a WMMA GEMM"]["needed"]
+    assert rows["GPGPU-Sim runs a WMMA GEMM"]["if_missing"] == "runs once the tools above are found"
     # No config file is needed: the harness renders it from the platform model.
     assert rows["base gpgpusim.config"]["found"] == "rendered from the platform model"
     assert CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign"]).exit_code == 1  # the table says the same
@@ -405,6 +465,15 @@ def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_p
     for var in ("ACCELSIM_ROOT", "AUTODISCOVERY_ACCELSIM_ROOT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # no accel-sim.out: trace mode is not what this campaign runs
+    # This nvcc only names its release: the WMMA check's build says it wrote nothing, and doctor says so.
+    res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
+    rows = {r["tool"]: r for r in json.loads(res.output)}
+    assert res.exit_code == 1, res.output
+    assert rows["GPGPU-Sim runs a WMMA GEMM"]["if_missing"] == (
+        "the check kernel did not compile with the CUDA 11 nvcc: nvcc exited 0 but wrote no program")
+    import harnesses.accelsim as accelsim
+
+    monkeypatch.setattr(accelsim, "wmma_check", lambda c: ("32x32x16 simulated, output checked (31033 cycles)", ""))
     res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     rows = {r["tool"]: r for r in json.loads(res.output)}
     assert res.exit_code == 0, res.output

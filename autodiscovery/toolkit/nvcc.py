@@ -73,6 +73,9 @@ def build(cache_: BuildCache, key: str, source: str, nvcc: str, flags: list[str]
     except subprocess.TimeoutExpired:
         report.log, report.timed_out = f"nvcc did not finish within {timeout_s:.0f} s", True
     report.seconds = round(time.perf_counter() - start, 3)
+    if report.ok and not (work / artifact).is_file():
+        report.ok = False
+        report.log = f"{report.log}\nnvcc exited 0 but wrote no {artifact}".strip()
     if report.ok:
         for k, v in parse_ptxas(report.log, entry).items():
             setattr(report, k, v)

@@ -42,6 +42,17 @@ class SimulatorMissing(AutoDiscoveryError):
     pass
 
 
+WMMA_CHECK = "GPGPU-Sim runs a WMMA GEMM"
+WMMA_CHECK_SHAPE = {"M": 32, "N": 32, "K": 16}
+WMMA_CHECK_KERNEL = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16, "FRAGS_M": 1, "FRAGS_N": 2, "STAGES": 1,
+                     "PERSISTENT": 0, "MIN_BLOCKS": 0}
+"""What `doctor` simulates before a co-design run is worth starting: the campaign's own kernel template at
+32x32x16 (one block of two warps, one k-step, seconds of simulation) on the stock architecture, its
+output checked like any candidate's."""
+OPERAND_FIX = ("a GPGPU-Sim without the WMMA operand fix: in src/cuda-sim/instructions.cc, mma_impl must read "
+               "each half-precision operand through the address of hex_val "
+               "(*(reinterpret_cast<half *>(&hex_val))); patch it and run make again (README: co-design set-up)")
+
 CHECK_VERSION = "harness-check-1"
 """Part of every simulation's cache key: results from before the harness checked the output itself are
 simulated again."""
@@ -286,8 +297,52 @@ class AccelsimHarness(HarnessBase):
     @staticmethod
     def doctor(campaign) -> list[tuple[str, str | None, str, bool]]:
         """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
-        mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart)."""
+        mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart); in PTX mode, once those are found,
+        whether the simulator runs a small WMMA GEMM right (`wmma_check`)."""
         settings = campaign.harness
         mode = {"accel-sim.out (trace mode)"} if settings.traces else {"GPGPU-Sim", "GPGPU-Sim libcudart"}
         needed = mode | {"CUDA 11 nvcc", "base gpgpusim.config"}
-        return [(f.what, f.path, f.hint, f.what in needed) for f in tools.survey(settings)]
+        survey = tools.survey(settings)
+        rows = [(f.what, f.path, f.hint, f.what in needed) for f in survey]
+        if not settings.traces:
+            if all(f.ok for f in survey if f.what in needed):
+                found, hint = wmma_check(campaign)
+            else:
+                found, hint = None, "runs once the tools above are found"
+            rows.append((WMMA_CHECK, found, hint, True))
+        return rows
+
+
+def wmma_verdict(outcome: Outcome) -> tuple[str | None, str]:
+    """A doctor row's (found, if missing) from the simulation of the WMMA check kernel."""
+    if outcome.status == "ok":
+        return f"{WMMA_CHECK_SHAPE['M']}x{WMMA_CHECK_SHAPE['N']}x{WMMA_CHECK_SHAPE['K']} simulated, output checked " \
+               f"({outcome.metrics['cycles']} cycles)", ""
+    lines = outcome.log.strip().splitlines()
+    why = lines[0][:160] if lines else outcome.status
+    if outcome.status == "incorrect":
+        return None, f"the simulator got the product wrong ({why}): {OPERAND_FIX}"
+    if outcome.status == "crashed" and "segmentation fault" in outcome.log:
+        return None, f"the simulator crashed ({why}): {OPERAND_FIX}"
+    return None, f"the simulator did not run the check kernel ({why})"
+
+
+def wmma_check(campaign: Campaign) -> tuple[str | None, str]:
+    """Build and simulate the campaign's kernel template at WMMA_CHECK_SHAPE on the stock architecture,
+    with the harness's own inputs and output check; the verdict as a doctor row's (found, if missing)."""
+    from harnesses.accelsim.agent import CodesignAgent
+
+    at = campaign.model_copy(update={"problem": campaign.problem.model_copy(update=WMMA_CHECK_SHAPE)})
+    harness = AccelsimHarness(at)
+    try:
+        harness.preflight()
+    except SimulatorMissing as exc:
+        return None, f"not run: {exc}"
+    agent = CodesignAgent(at)
+    source = agent.render(WMMA_CHECK_KERNEL, dict(agent.arch.default))
+    build = harness.build(source)
+    if not build.ok:
+        # the first of the compiler's own lines (a parenthesised line is the sandbox's note on what it left out)
+        first = next((x for x in build.log.splitlines() if x.strip() and not x.startswith("(")), "no log")
+        return None, f"the check kernel did not compile with the CUDA 11 nvcc: {first[:160]}"
+    return wmma_verdict(harness.evaluate(source, build))
