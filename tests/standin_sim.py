@@ -2,7 +2,7 @@
 """Stands in for a simulated program: replays a recorded GPGPU-Sim log, echoing ./gpgpusim.config.
 
 Usage (as the harness runs a program): standin_sim.py M N K, with STANDIN_LOG naming the recorded log,
-STANDIN_RC the exit code to end with, and STANDIN_STALE=1 to echo the recorded configuration instead
+STANDIN_RC the exit code to end with (negative: the signal to die of), and STANDIN_STALE=1 to echo the recorded configuration instead
 of the one in the working folder (a simulator that ignored the overrides). Like the real program it
 reads A.bin and B.bin and writes C.bin = A B^T; STANDIN_OUTPUT=wrong changes one output, =none writes
 none.
@@ -43,4 +43,11 @@ if Path("A.bin").exists() and os.environ.get("STANDIN_OUTPUT", "right") != "none
     if os.environ.get("STANDIN_OUTPUT") == "wrong":
         c[3, 5] += 0.25
     c.astype(np.float32).tofile("C.bin")
-sys.exit(int(os.environ.get("STANDIN_RC", "0")))
+rc = int(os.environ.get("STANDIN_RC", "0"))
+if rc < 0:  # die of that signal, as a crashing simulator does
+    import signal
+
+    sys.stdout.flush()
+    signal.signal(-rc, signal.SIG_DFL)
+    os.kill(os.getpid(), -rc)
+sys.exit(rc)

@@ -167,7 +167,7 @@ def test_the_wmma_check_names_the_operand_fix_when_the_simulator_crashes_or_gets
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     shape = ["problem.M=32", "problem.N=32", "problem.K=16"]
     cases = [("ok", "vec_512", "0", "right"), ("crash", "CRASH_tensor_initiation_gt_latency", "139", "right"),
-             ("wrong", "vec_512", "0", "wrong")]
+             ("signal", "CRASH_tensor_initiation_gt_latency", "-11", "right"), ("wrong", "vec_512", "0", "wrong")]
     verdicts = {}
     for name, run, rc, output in cases:
         h = standin_harness(tmp_path / name, *shape, STANDIN_LOG=str(RUNS / run / "sim.log"), STANDIN_RC=rc,
@@ -175,7 +175,8 @@ def test_the_wmma_check_names_the_operand_fix_when_the_simulator_crashes_or_gets
         verdicts[name] = wmma_verdict(h.evaluate(source, build))
     found, hint = verdicts["ok"]
     assert found == "32x32x16 simulated, output checked (31033 cycles)" and hint == ""
-    for name, said in (("crash", "(segmentation fault)"), ("wrong", "got the product wrong (output check FAIL: 1 of 1024 outputs differ")):
+    for name, said in (("crash", "exit code 139 (segmentation fault)"), ("signal", "signal 11 (segmentation fault)"),
+                       ("wrong", "got the product wrong (output check FAIL: 1 of 1024 outputs differ")):
         found, hint = verdicts[name]
         assert found is None and said in hint, hint
         assert "src/cuda-sim/instructions.cc" in hint and "&hex_val" in hint

@@ -90,7 +90,7 @@ def crashed(returncode: int | None, log: str) -> str | None:
     """Why a simulation counts as crashed, or None."""
     if returncode is not None and returncode != 0:
         sig = f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
-        if returncode == 139:
+        if returncode in (139, -11):  # SIGSEGV: as the shell reports it, or as the process died of it
             sig += " (segmentation fault)"
         return f"simulator ended with {sig}"
     if EXIT not in log:
