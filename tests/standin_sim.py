@@ -2,8 +2,8 @@
 """Stands in for a simulated program: replays a recorded GPGPU-Sim log, echoing ./gpgpusim.config.
 
 Usage (as the harness runs a program): standin_sim.py M N K, with STANDIN_LOG naming the recorded log,
-STANDIN_RC the exit code to end with (negative: the signal to die of), and STANDIN_STALE=1 to echo the recorded configuration instead
-of the one in the working folder (a simulator that ignored the overrides). Like the real program it
+STANDIN_RC the exit code to end with (negative: the signal to die of), and STANDIN_STALE=1 to echo the
+recorded configuration instead of the one in the working folder (a simulator that ignored the overrides). Like the real program it
 reads A.bin and B.bin and writes C.bin = A B^T; STANDIN_OUTPUT=wrong changes one output, =none writes
 none.
 """
