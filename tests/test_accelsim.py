@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from replay import AT_512
 
 from autodiscovery import campaign as campaigns
 from harnesses.accelsim import WMMA_CHECK_KERNEL, AccelsimHarness, simlog, tensor_bound, wmma_verdict
@@ -28,6 +29,7 @@ GPGPUSIM = Path(__file__).parent / "data" / "gpgpusim"  # real simulator output,
 RUNS = GPGPUSIM / "A100_32SM_wmma"
 BASE = GPGPUSIM / "SM80_A100" / "gpgpusim.config"
 STANDIN = Path(__file__).parent / "standin_sim.py"
+PHASES_512 = "agent.codesign.phases={B: 12, C: 3, D: 12, E_kernels: 2, E_archs: 2}"  # the recorded runs'
 
 
 def log(name: str) -> str:
@@ -91,7 +93,7 @@ def test_architecture_validation_and_the_arch_block():
 
 def standin_harness(tmp_path, *sets: str, **env) -> AccelsimHarness:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    c = campaigns.load("edge-codesign", [f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
+    c = campaigns.load("edge-codesign", [*AT_512, f"harness.work_dir={tmp_path / 'sim'}", f"harness.cache_dir={tmp_path / 'c'}",
                                          "harness.parallel=2", *sets])
     h = AccelsimHarness(c)
     h.nvcc, h.root, h.base_config, h.accelsim = "/bin/true", str(tmp_path), None, None  # config rendered
@@ -111,7 +113,7 @@ def standin_env():
 
 def test_launch_path_with_a_standin_program(tmp_path, standin_env):
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
-    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     source = agent.seed_proposal().source
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     out = h.evaluate(source, build)
@@ -139,7 +141,7 @@ def test_launch_path_with_a_standin_program(tmp_path, standin_env):
 
 
 def test_standin_crash_and_wrong_result(tmp_path, standin_env):
-    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "CRASH_tensor_initiation_gt_latency" / "sim.log"),
                         STANDIN_RC="139")
@@ -161,7 +163,7 @@ def test_the_wmma_check_names_the_operand_fix_when_the_simulator_crashes_or_gets
     """doctor's check: the campaign's kernel template at 32x32x16 on the stock architecture, simulated
     and its output checked by the harness; a crash (a build without the operand fix dies with signal 11
     on the first wmma.mma) or a wrong product names the fix."""
-    agent = CodesignAgent(campaigns.load("edge-codesign", ["problem.M=32", "problem.N=32", "problem.K=16"]))
+    agent = CodesignAgent(campaigns.load("edge-codesign", [*AT_512, "problem.M=32", "problem.N=32", "problem.K=16"]))
     source = agent.render(WMMA_CHECK_KERNEL, dict(agent.arch.default))
     assert "constexpr int BM = 32, BN = 32, BK = 16;" in source
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
@@ -210,7 +212,7 @@ def test_doctor_runs_the_wmma_check_once_the_tools_are_found(monkeypatch, tmp_pa
         assert res.exit_code == code, res.output
         row = {r["tool"]: r for r in json.loads(res.output)}[accelsim.WMMA_CHECK]
         assert row["needed"] and row["found"] == verdict[0] and row["if_missing"] == (verdict[1] or None)
-    assert asked == [(512, 512, 512)] * 2  # the campaign as it is: the check sets its own shape
+    assert asked == [(1024, 1024, 1024)] * 2  # the campaign as it is: the check sets its own shape
     # Trace mode replays recorded traces: no PTX-mode check.
     res = CliRunner().invoke(app, ["doctor", "--campaign", "edge-codesign", "--json"])
     assert accelsim.WMMA_CHECK in res.output
@@ -239,7 +241,7 @@ def test_phases_driven_by_recorded_results(tmp_path):
     from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
-    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2", PHASES_512])
     store = Store(tmp_path / "cd.db")
     harness = SimReplay()
     loop = Loop(c, store, harness, offline_agent(c, tmp_path), workers=2)
@@ -252,7 +254,7 @@ def test_phases_driven_by_recorded_results(tmp_path):
     # fitted on A and B does not rank them well enough to be trusted, so phase C simulates its 3 picks.
     assert counts["A"] == 1 and counts["B"] == 12 and counts["C"] == 3 and counts["D"] == 12
     picks = [x["knobs"] for x in shown["candidates"] if x["knobs"]["phase"] == "C"]
-    assert all(not p["model"]["trusted"] and p["model"]["simulations_saved"] == 0 for p in picks)
+    assert all(not p["model"]["trusted"] for p in picks)
     assert len({json.dumps(p["kernel"], sort_keys=True) for p in picks}) == 3
     assert 2 <= counts["E"] <= 5  # the crosses, and the stock kernel on the best architecture
     d = [x for x in shown["candidates"] if x["knobs"]["phase"] == "D"]
@@ -262,6 +264,16 @@ def test_phases_driven_by_recorded_results(tmp_path):
     for x in singles:
         changed = {k for k, v in x["knobs"]["arch"].items() if stock_arch[k] != v}
         assert len(changed) == 1 and x["knobs"]["change"].split("=")[0] in changed
+    # Then the pairs among the three best changes that bought something (one value a knob), and all
+    # three together: four points, each its singles' values at once.
+    combined = [x for x in d if x["knobs"].get("changes")]
+    assert d[7:11] == combined and [len(x["knobs"]["changes"]) for x in combined] == [2, 2, 2, 3]
+    single = {x["knobs"]["change"]: x["score"] for x in singles}
+    for x in combined:
+        assert {f"{k}={v}" for k, v in x["knobs"]["arch"].items() if stock_arch[k] != v} == set(x["knobs"]["changes"])
+        assert all(single[ch] is not None for ch in x["knobs"]["changes"])
+    three = combined[3]["knobs"]["changes"]
+    assert len({ch.split("=")[0] for ch in three}) == 3
     # Phase D keeps the best kernel of A-C and changes only the architecture; B only the kernel.
     cands = [x for x in shown["candidates"] if x["status"] != "rejected"]
     stock = cands[0]["knobs"]["arch"]
@@ -270,6 +282,12 @@ def test_phases_driven_by_recorded_results(tmp_path):
     assert len(d_kernels) == 1
     data = accelsim_report.phases(store, run_id)
     assert len(data["attribution"]) == 7 and all(a["reference"] for a in data["attribution"])
+    pairs = data["combined"]["points"]
+    assert len(pairs) == 4 and not data["combined"]["left_out"]
+    for p in pairs:  # the sum of the singles' savings, and what the point does beyond it
+        parts = [next(a for a in data["attribution"] if a["change"] == ch) for ch in p["changes"]]
+        assert p["additive"] == p["reference"] + sum(a["cycles"] - p["reference"] for a in parts)
+        assert p["interaction"] == pytest.approx((p["cycles"] - p["additive"]) / p["reference"])
     # Twice the tensor throughput (+11% area) is past the +10% budget: listed, not simulated, and no
     # point of the run is over budget.
     assert [o["change"] for o in data["over_budget"]] == ["tensor_initiation=8"]
@@ -327,7 +345,7 @@ def test_report_prints_the_phase_table(tmp_path):
     from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 3, C: 1, D: 2, E_kernels: 1, E_archs: 1}"])
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 3, C: 1, D: 2, E_kernels: 1, E_archs: 1}"])
     db = tmp_path / "r.db"
     Loop(c, Store(db), SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
     res = CliRunner().invoke(app, ["report", "1", "--db", str(db)])
@@ -349,7 +367,7 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
     recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
                 for r in data["results"]}
-    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2", PHASES_512])
     store = Store(tmp_path / "real.db")
     harness = SimReplay(recorded=recorded)
     Loop(c, store, harness, offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
@@ -383,7 +401,7 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
     recorded = {json.dumps({"kernel": r["kernel"], "arch": r["arch"]}, sort_keys=True): r["cycles"]
                 for r in data["results"]}
-    c = campaigns.load("edge-codesign", ["harness.parallel=2"])
+    c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2"])
     db = tmp_path / "cycles.db"
     Loop(c, Store(db), SimReplay(recorded=recorded), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
     chain = json.loads(CliRunner().invoke(app, ["lineage", "1", "--json", "--db", str(db)]).output)
@@ -403,7 +421,7 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
 
 def test_the_simulators_run_time_variables_are_set_by_the_harness(tmp_path, standin_env):
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
-    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     out = h.evaluate(agent.seed_proposal().source, BuildReport(ok=True, cache_key="x", artifact=str(STANDIN)))
     log = (Path(out.metrics["run_dir"]) / "sim.log").read_text()
     assert "runtime=1.ptx,_1.ptx,jj" in log
@@ -422,7 +440,7 @@ def test_an_aborting_program_keeps_its_last_words(tmp_path, standin_env):
                    '  printf("GPGPU-Sim PTX: ERROR ** No PTX sections found with sm capability\\n");\n  abort();\n}\n')
     subprocess.run(["gcc", "-o", str(tmp_path / "abort"), str(src)], check=True)
     h = standin_harness(tmp_path)
-    agent = CodesignAgent(campaigns.load("edge-codesign"))
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     out = h.evaluate(agent.seed_proposal().source, BuildReport(ok=True, cache_key="x", artifact=str(tmp_path / "abort")))
     assert out.status == "crashed"
     first = out.log.splitlines()[0]
@@ -443,7 +461,7 @@ def test_a_rebuilt_simulator_does_not_reuse_old_results(tmp_path, standin_env):
 
 def test_a_cached_simulation_says_so(tmp_path, standin_env):
     h = standin_harness(tmp_path, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0")
-    source = CodesignAgent(campaigns.load("edge-codesign")).seed_proposal().source
+    source = CodesignAgent(campaigns.load("edge-codesign", AT_512)).seed_proposal().source
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     fresh, again = h.evaluate(source, build), h.evaluate(source, build)
     assert "cache" not in fresh.device and again.device.endswith("(from the simulation cache)")
@@ -487,7 +505,7 @@ def test_a_knob_that_changes_nothing_is_left_at_stock(tmp_path):
     the cycles exactly where they were (inert at this shape) is held at stock for the rest of D."""
     from autodiscovery.interfaces import History, Objective, Record
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}",
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 0, C: 0, D: 14, E_kernels: 1, E_archs: 1}",
                                          "harness.arch.budget.area_pct=null"])
     agent = CodesignAgent(c)
     seed = agent.seed_proposal()
@@ -514,7 +532,7 @@ def test_phase_d_stays_within_the_area_budget():
     from autodiscovery.interfaces import History, Objective, Record
     from harnesses.accelsim.costs import estimate
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 16, E_kernels: 1, E_archs: 1}",
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 0, C: 0, D: 16, E_kernels: 1, E_archs: 1}",
                                          "harness.arch.budget.area_pct=5"])
     agent = CodesignAgent(c)
     seed = agent.seed_proposal()
@@ -548,7 +566,7 @@ def test_a_power_budget_bounds_phase_d_and_the_report_draws_both_fronts(tmp_path
     from autodiscovery.store import Store
     from harnesses.accelsim.costs import estimate
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 2, C: 1, D: 8, E_kernels: 1, E_archs: 1}",
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 2, C: 1, D: 8, E_kernels: 1, E_archs: 1}",
                                          "harness.arch.budget.area_pct=null", "harness.arch.budget.power_pct=4"])
     store = Store(tmp_path / "power.db")
     Loop(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
@@ -580,7 +598,7 @@ def test_a_model_check_run_simulates_every_pick_and_stops(tmp_path):
     from autodiscovery.running.loop import Loop
     from autodiscovery.store import Store
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 4, C: 4, D: 0, E_kernels: 1, E_archs: 1}",
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 4, C: 4, D: 0, E_kernels: 1, E_archs: 1}",
                                          "agent.codesign.model_trust=1.01", "agent.codesign.shortlist=8"])
     store = Store(tmp_path / "check.db")
     Loop(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
@@ -596,7 +614,7 @@ def test_phase_d_says_which_changes_its_budget_never_tried(tmp_path):
     the attribution table as never simulated, not silently missing."""
     from autodiscovery.interfaces import History, Objective, Record
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 0, C: 0, D: 3, E_kernels: 1, E_archs: 1}"])
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 0, C: 0, D: 3, E_kernels: 1, E_archs: 1}"])
     agent = CodesignAgent(c)
     seed = agent.seed_proposal()
     records = [Record(seq=0, family="wmma", knobs=seed.knobs, status="kept", score=1000, kept=True, source_hash="0")]
@@ -641,7 +659,7 @@ def test_kernels_that_launch_the_same_work_are_one_point():
     0 does; the agent proposes none of them once one was simulated (TPE is told the shared result)."""
     from autodiscovery.interfaces import History, Objective, Record
 
-    c = campaigns.load("edge-codesign", ["agent.codesign.phases={B: 40, C: 0, D: 0, E_kernels: 1, E_archs: 1}"])
+    c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 40, C: 0, D: 0, E_kernels: 1, E_archs: 1}"])
     agent = CodesignAgent(c)
     seed = agent.seed_proposal()
     kernel, stock = seed.knobs["kernel"], seed.knobs["arch"]
@@ -653,3 +671,50 @@ def test_kernels_that_launch_the_same_work_are_one_point():
     assert len(moves) > 10
     keys = [agent.key(p.knobs["kernel"], p.knobs["arch"]) for p in moves if p.rejected is None]
     assert agent.key(kernel, stock) not in keys and len(keys) == len(set(keys))
+
+
+def test_phase_d_pairs_the_best_changes_one_value_a_knob_within_the_budget():
+    """The combined points come from the single changes that bought something: one value a knob (the
+    better scheduler only), the three best; the pairs with the largest sum of savings first, then all
+    three together, each only where the design fits the budget; what does not fit is named."""
+    from harnesses.accelsim.agent import combinations
+
+    singles = [("scheduler", "gto", 900), ("scheduler", "two_level_active", 880), ("shmem_banks", 64, 850),
+               ("l2_rop_latency", 120, 950), ("tensor_latency", 16, 990), ("dram_latency", 100, 1000),
+               ("registers_per_sm", 131072, 1010)]
+    points, over = combinations(singles, 1000, 3)
+    assert points == [[("shmem_banks", 64), ("scheduler", "two_level_active")],
+                      [("shmem_banks", 64), ("l2_rop_latency", 120)],
+                      [("scheduler", "two_level_active"), ("l2_rop_latency", 120)],
+                      [("shmem_banks", 64), ("scheduler", "two_level_active"), ("l2_rop_latency", 120)]]
+    assert over == []
+    no_banks_with_rop = lambda changes: {"shmem_banks", "l2_rop_latency"} - {k for k, _ in changes} != set()  # noqa: E731
+    points, over = combinations(singles, 1000, 3, no_banks_with_rop)
+    assert over == [[("shmem_banks", 64), ("l2_rop_latency", 120)]]
+    assert [("shmem_banks", 64), ("l2_rop_latency", 120)] not in points and all(no_banks_with_rop(p) for p in points)
+    assert len(points) == 2  # together, the third change does not fit: no point of three
+    assert combinations(singles, 1000, 1) == ([], [])  # one change: nothing to pair
+    assert combinations([("scheduler", "gto", 1000)], 1000, 3) == ([], [])  # nothing bought anything
+
+
+def test_the_report_sets_each_combined_point_against_the_sum_of_its_singles():
+    stock = {"a": 0, "b": 0, "c": 0}
+    kernel = {"k": 1}
+    row = lambda seq, phase, arch, cycles, **kw: {  # noqa: E731
+        "seq": seq, "phase": phase, "kernel": kernel, "arch": {**stock, **arch}, "cycles": cycles,
+        "change": kw.get("change"), "changes": kw.get("changes"), "combined_left_out": kw.get("left"),
+        "area_pct": 1.0, "power_pct": 1.0}
+    rows = [row(0, "B", {}, 1000), row(1, "D", {"a": 1}, 900, change="a=1"), row(2, "D", {"b": 1}, 950, change="b=1"),
+            row(3, "D", {"a": 1, "b": 1}, 800, changes=["a=1", "b=1"],
+                left=[{"changes": ["a=1", "c=1"], "why": "area +12.0% over the budget of +10%"}])]
+    data = accelsim_report.combined(rows, stock)
+    (p,) = data["points"]
+    assert (p["additive"], p["interaction"]) == (850, pytest.approx(-0.05))
+    assert accelsim_report.interaction_word(p["interaction"]) == "they help each other"
+    assert accelsim_report.interaction_word(0.001) == "they add up"
+    assert data["left_out"] == [{"changes": ["a=1", "c=1"], "why": "area +12.0% over the budget of +10%"}]
+    table = accelsim_report.phases_table(1, {"phases": [], "baseline_cycles": None, "attribution": [],
+                                              "combined": data})
+    section = next(s for s in table if s.id == "combined")
+    assert [r[1] for r in section.rows] == ["a=1 + b=1", "a=1 + c=1"]
+    assert section.rows[0][5] == "-5.0%" and section.rows[1][2] == "not simulated"

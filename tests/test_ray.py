@@ -48,12 +48,12 @@ def cluster():
 
 
 def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluster, tmp_path):
-    from replay import KilledOnce
+    from replay import AT_512, KilledOnce
 
     marks = tmp_path / "marks"
     marks.mkdir()
     store = Store(tmp_path / "ray.db")
-    overrides = ["executor.kind=ray", "agent.codesign.phases={B: 4, C: 1, D: 3, E_kernels: 1, E_archs: 1}",
+    overrides = [*AT_512, "executor.kind=ray", "agent.codesign.phases={B: 4, C: 1, D: 3, E_kernels: 1, E_archs: 1}",
                  f"harness.cache_dir={tmp_path / 'cache'}", "agent.codesign.shortlist=4"]
     run_id = runner.start("edge-codesign", overrides, store, harness=KilledOnce(marks=str(marks), sim_seconds=0.2))
     shown = report.show_run(store, run_id)

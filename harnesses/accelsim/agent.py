@@ -1,9 +1,11 @@
 """The co-design agent: kernel x architecture, in the phases of the edge study.
 
 A baseline (stock kernel, stock architecture); B kernel knobs with the architecture frozen (TPE);
-C kernels the analytical model ranks best, simulated to check the model; D the architecture with the
-best kernel frozen: first one change at a time from stock (what each change buys, and which knobs do
-nothing at this shape), then TPE over the knobs that matter; E the best kernels of B/C crossed with
+C kernels the analytical model ranks best, simulated to check the model (trusted, and the rest of C
+saved, only when its first pick, held out, beats A and B); D the architecture with the best kernel
+frozen: first one change at a time from stock (what each change buys, and which knobs do nothing at
+this shape), then the best changes in pairs and all together (do they add up?), then TPE over the
+knobs that matter; E the best kernels of B/C crossed with
 the best architectures of D, and the stock kernel on the best architecture (so the cross can be set
 against the sum of its parts). Every candidate's knobs say its phase, kernel and architecture, so the
 walk rebuilds itself from history.
@@ -15,64 +17,58 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
-from pydantic import Field
 
 from autodiscovery import ROOT
 from autodiscovery.agents import tpe
 from autodiscovery.agents.space import Family
-from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign, Strict
+from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
-from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.text import canon
 from harnesses.accelsim import tools
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.costs import ArchSettings
 from harnesses.accelsim.model import (
     Fit,
+    compile_facts,
     features,
+    held_out_confirms,
     leave_one_out,
     prior,
-    ptx_counts,
-    ptxas_registers,
 )
+from harnesses.accelsim.settings import CodesignSettings
 
 
-class CodesignPhases(Strict):
-    B: int = Field(12, ge=0)
-    """Kernel-only candidates, architecture frozen at stock."""
-    C: int = Field(3, ge=0)
-    """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
-    D: int = Field(12, ge=0)
-    """Architecture-only candidates, the best kernel frozen: one change at a time from stock first
-    (eight at the shipped knobs), then TPE over the knobs that changed anything."""
-    E_kernels: int = Field(2, ge=1)
-    """Phase E crosses this many best kernels of B and C ..."""
-    E_archs: int = Field(2, ge=1)
-    """... with this many best architectures of D."""
-
-
-class CodesignSettings(Strict):
-    """`agent.codesign`: the phases of a kernel × architecture co-design."""
-
-    space: str = "edge_codesign"
-    """Folder under search_spaces/ with the kernel family and the architecture knobs."""
-    seed: int = 0
-    phases: CodesignPhases = CodesignPhases()
-    model_trust: float = Field(0.8, ge=-1, le=1.01)
-    """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
-    then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
-    shortlist: int = Field(48, ge=1)
-    """Phase C ranks every valid kernel on facts estimated from its knobs, then compiles this many of
-    the best to rank them again on their own PTX (about a second of nvcc each)."""
-
+def combinations(singles: list[tuple[str, Any, float]], reference: float, top: int,
+                 fits=lambda changes: True) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
+    """Phase D's combined points from its single changes (knob, value, cycles) against the reference
+    (the best kernel on the stock architecture): the pairs among the `top` best changes that bought
+    something, one value a knob, the most promising pair (the largest sum of savings) first; then all
+    of them together, the best first, each added only while the design `fits` the budget. Returns the
+    points and the pairs that do not fit."""
+    best: dict[str, tuple[Any, float]] = {}
+    for knob, value, cycles in sorted(singles, key=lambda t: t[2]):
+        if cycles < reference and knob not in best:
+            best[knob] = (value, cycles)
+    chosen = sorted(best.items(), key=lambda kv: kv[1][1])[:top]
+    pairs = sorted(([a, b] for i, a in enumerate(chosen) for b in chosen[i + 1:]),
+                   key=lambda pair: sum(c for _, (_, c) in pair))
+    changes = lambda picked: [(k, v) for k, (v, _) in picked]  # noqa: E731
+    out, left_out = [], []
+    for pair in pairs:
+        (out if fits(changes(pair)) else left_out).append(changes(pair))
+    together: list = []
+    for change in chosen:
+        if fits(changes([*together, change])):
+            together.append(change)
+    if len(together) > 2:
+        out.append(changes(together))
+    return out, left_out
 
 
 class CodesignAgent(AgentBase):
@@ -92,7 +88,7 @@ class CodesignAgent(AgentBase):
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
         self.batch = campaign.harness.parallel or os.cpu_count() or 1
         self.costs = getattr(campaign.harness, "arch", None) or ArchSettings()
-        self.model_trust, self.shortlist = s.model_trust, s.shortlist
+        self.model_trust, self.shortlist, self.n_pairs = s.model_trust, s.shortlist, s.pairs
         h = campaign.harness
         self.nvcc = (tools.find_nvcc11(h).path if hasattr(h, "nvcc") else None) or shutil.which("nvcc")
         cache = Path(getattr(h, "cache_dir", "runs/cache/accelsim"))
@@ -146,8 +142,7 @@ class CodesignAgent(AgentBase):
         if len(by["B"]) < self.phases.B:
             return self._tpe("B", self.kernel, [(r.knobs["kernel"], r) for r in by["A"] + by["B"]],
                              min(n, self.phases.B - len(by["B"])), lambda k: (k, stock), done)
-        trusted = any((r.knobs.get("model") or {}).get("trusted") for r in by["C"])
-        if len(by["C"]) < self.phases.C and not trusted:
+        if len(by["C"]) < self.phases.C and not self.trusted(by):
             return self._model_picks(min(n, self.phases.C - len(by["C"])), stock, done, [*by["A"], *by["B"]],
                                      by["C"])
         best_kernel = self._best([*by["A"], *by["B"], *by["C"]], "kernel")
@@ -162,6 +157,8 @@ class CodesignAgent(AgentBase):
                 for p in singles:
                     done.add(self.key(best_kernel, p.knobs["arch"]))
                 return singles
+            if combined := self._combined(by, best_kernel, stock, done, room, self.phases.D - len(by["D"])):
+                return combined
             fam = self._live_knobs(by, best_kernel, stock)
             return self._tpe("D", fam, [(r.knobs["arch"], r) for r in by["D"] if
                                         canon(r.knobs["kernel"]) == canon(best_kernel)],
@@ -201,11 +198,46 @@ class CodesignAgent(AgentBase):
             out[0].knobs["over_budget"] = left_out
         return out
 
+    @staticmethod
+    def _reference(by: dict, kernel: dict, stock: dict) -> float | None:
+        """The best kernel's cycles on the stock architecture: what phase D's changes are set against."""
+        return next((r.score for r in [*by["A"], *by["B"], *by["C"]] if r.score is not None
+                     and canon(r.knobs["kernel"]) == canon(kernel) and canon(r.knobs["arch"]) == canon(stock)), None)
+
+    def _combined(self, by: dict, kernel: dict, stock: dict, done: set, n: int, left: int) -> list[Proposal]:
+        """Phase D after its single changes: up to `n` of the pairs among the best of them, and all of
+        them together, not simulated yet; the first carries what the budget (`left` simulations more)
+        leaves out."""
+        ref = self._reference(by, kernel, stock)
+        singles = [(*r.knobs["change"].split("=", 1), r.score) for r in by["D"] if r.knobs.get("change")
+                   and r.score is not None and canon(r.knobs["kernel"]) == canon(kernel)]
+        if ref is None or n <= 0:
+            return []
+        typed = lambda k, v: next(x for x in self.arch.knobs[k] if str(x) == v)  # noqa: E731
+        fits = lambda changes: self.over_budget({**stock, **dict(changes)}) is None  # noqa: E731
+        combos, over = combinations([(k, typed(k, v), c) for k, v, c in singles], ref, self.n_pairs, fits)
+        todo = [c for c in combos if self.key(kernel, {**stock, **dict(c)}) not in done]
+        out = []
+        for changes in todo[:n]:
+            arch = {**stock, **dict(changes)}
+            done.add(self.key(kernel, arch))
+            what = " and ".join(f"{k} {stock[k]} → {v}" for k, v in changes)
+            p = self.proposal("D", kernel, arch, f"{'two' if len(changes) == 2 else len(changes)} changes from "
+                                                 f"stock together, the best kernel frozen: {what} (do they add up?)")
+            p.knobs["changes"] = [f"{k}={v}" for k, v in changes]
+            out.append(p)
+        if out and len(todo) == len(combos):  # D's first combined point: what it will not simulate, and why
+            named = lambda c: [f"{k}={v}" for k, v in c]  # noqa: E731
+            out[0].knobs["combined_left_out"] = (
+                [{"changes": named(c), "why": self.over_budget({**stock, **dict(c)})} for c in over]
+                + [{"changes": named(c), "why": f"phase D's budget ({self.phases.D} simulations) ran out first"}
+                   for c in todo[left:]])
+        return out
+
     def _live_knobs(self, by: dict, kernel: dict, stock: dict) -> Family:
         """The architecture family with the knobs whose single change did not move the cycles at all
         held at stock (simulations are deterministic: equal cycles mean the knob is inert here)."""
-        ref = next((r.score for r in [*by["A"], *by["B"], *by["C"]] if r.score is not None
-                    and canon(r.knobs["kernel"]) == canon(kernel) and canon(r.knobs["arch"]) == canon(stock)), None)
+        ref = self._reference(by, kernel, stock)
         inert = {r.knobs["change"].split("=")[0] for r in by["D"] if r.knobs.get("change") and r.score == ref}
         live = {k for r in by["D"] if r.knobs.get("change") and r.score is not None and r.score != ref
                 for k in [r.knobs["change"].split("=")[0]]}
@@ -251,6 +283,17 @@ class CodesignAgent(AgentBase):
         return out
 
     # ---- phase C: the model fitted on what A and B simulated ---------------------------------------
+    def trusted(self, by: dict) -> bool:
+        """Phase C ends early, its other picks saved, only when the model ranks the points of A and B
+        well, each left out of its own fit (`model_trust`), and its first pick, which it never saw,
+        is simulated ahead of all of them, as the model said by picking it."""
+        first = by["C"][0] if by["C"] else None
+        if first is None or not (first.knobs.get("model") or {}).get("trusted"):
+            return False
+        sign = -1 if self.objective.higher_is_better else 1
+        fitted = [sign * r.score for r in [*by["A"], *by["B"]] if r.score is not None]
+        return held_out_confirms(None if first.score is None else sign * first.score, fitted)
+
     def _device_source(self, kernel: dict) -> str:
         return self.env.get_template(self.kernel.template).render(**{**kernel, "PERSISTENT": 0})
 
@@ -262,32 +305,10 @@ class CodesignAgent(AgentBase):
         """The main loop's instruction counts and ptxas's registers per thread, from the kernel's PTX
         (compiled once, kept on disk beside its facts). The device code does not depend on the number
         of persistent blocks, so kernels that differ only there share one compile. {} without nvcc."""
-        source = self._device_source(kernel)
         facts = self.facts_path(kernel)
         if facts.exists():
             return json.loads(facts.read_text())
-        if self.nvcc is None:
-            return {}
-        self.ptx_dir.mkdir(parents=True, exist_ok=True)
-        bindir = Path(self.nvcc).parent
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "k.cu").write_text(source)
-            env = sandbox.build_env(str(bindir))
-            proc = subprocess.run([self.nvcc, "-ptx", "-O3", "-arch=sm_80", "-o", "k.ptx", "k.cu"], cwd=tmp,
-                                  capture_output=True, text=True, timeout=300, env=env)
-            if proc.returncode != 0:
-                return {}
-            ptxas = shutil.which("ptxas", path=str(bindir)) or shutil.which("ptxas")
-            report = subprocess.run([ptxas, "-v", "-arch=sm_80", "-o", "k.o", "k.ptx"], cwd=tmp, capture_output=True,
-                                    text=True, timeout=300, env=env) if ptxas else None
-            out = ptx_counts((Path(tmp) / "k.ptx").read_text())
-            if report is not None and (regs := ptxas_registers(report.stdout + report.stderr)):
-                out["registers"] = regs
-            shutil.copy(Path(tmp) / "k.ptx", facts.with_suffix(".ptx"))
-        tmp_facts = facts.with_suffix(f".{os.getpid()}.tmp")
-        tmp_facts.write_text(json.dumps(out))
-        os.replace(tmp_facts, facts)
-        return out
+        return {} if self.nvcc is None else compile_facts(self._device_source(kernel), self.nvcc, facts)
 
     def _features(self, kernel: dict, arch: dict, ptx: dict | None = None) -> dict[str, float]:
         return features(kernel, Architecture(**arch), **self.shape, ptx=self.ptx(kernel) if ptx is None else ptx)
@@ -342,14 +363,15 @@ class CodesignAgent(AgentBase):
             if terms not in seen:
                 seen.add(terms)
                 picks.append((cycles, k))
-        take = 1 if info["trusted"] else n
-        info["simulations_saved"] = self.phases.C - 1 if info["trusted"] else 0
+        test = info["trusted"] and not picked  # a model that ranks A and B well: its first pick is the test
+        take = 1 if test else n
         out = []
         for cycles, k in picks[:take]:
             rho = info.get("loo_rank_correlation")
             how = (f"the fitted model's pick ({cycles:.0f} cycles predicted; leave-one-out rank correlation "
                    f"{rho if rho is not None else '–'} on {info['n']} points, "
-                   + ("trusted: the other picks are not simulated)" if info["trusted"] else "simulated to check it)")
+                   + ("trusted if this pick, held out, beats every point of A and B: then the other picks are "
+                      "not simulated)" if test else "simulated to check it)")
                    if fit is not None else f"the model's prior pick ({cycles:.0f} cycles predicted)")
             p = self.proposal("C", k, stock, how)
             p.knobs["predicted"] = round(cycles)

@@ -16,14 +16,21 @@ terms weighed by `PRIOR`, the model's first guess before anything is simulated.
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 import re
+import shutil
 import statistics
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from autodiscovery.toolkit import sandbox
 from harnesses.accelsim.arch import Architecture
 
 MAX_THREADS_PER_SM = 2048
@@ -136,6 +143,32 @@ def ptx_counts(ptx: str) -> dict[str, int]:
     for name, prefixes in PTX_CLASSES.items():
         counts[name] = sum(op.startswith(prefixes) for op in ops)
     return counts
+
+
+def compile_facts(source: str, nvcc: str, facts: Path) -> dict[str, int]:
+    """Compile a kernel to PTX with a CUDA 11 nvcc and count its main loop (`ptx_counts`), with ptxas's
+    registers per thread; the facts are written to `facts` (whole, whichever process writes them) and
+    the PTX beside them. {} when nvcc fails."""
+    facts.parent.mkdir(parents=True, exist_ok=True)
+    bindir = Path(nvcc).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "k.cu").write_text(source)
+        env = sandbox.build_env(str(bindir))
+        proc = subprocess.run([nvcc, "-ptx", "-O3", "-arch=sm_80", "-o", "k.ptx", "k.cu"], cwd=tmp,
+                              capture_output=True, text=True, timeout=300, env=env)
+        if proc.returncode != 0:
+            return {}
+        ptxas = shutil.which("ptxas", path=str(bindir)) or shutil.which("ptxas")
+        report = subprocess.run([ptxas, "-v", "-arch=sm_80", "-o", "k.o", "k.ptx"], cwd=tmp, capture_output=True,
+                                text=True, timeout=300, env=env) if ptxas else None
+        out = ptx_counts((Path(tmp) / "k.ptx").read_text())
+        if report is not None and (regs := ptxas_registers(report.stdout + report.stderr)):
+            out["registers"] = regs
+        shutil.copy(Path(tmp) / "k.ptx", facts.with_suffix(".ptx"))
+    tmp_facts = facts.with_suffix(f".{os.getpid()}.tmp")
+    tmp_facts.write_text(json.dumps(out))
+    os.replace(tmp_facts, facts)
+    return out
 
 
 def ptxas_registers(report: str) -> int | None:
@@ -273,3 +306,9 @@ def leave_one_out(rows: list[dict[str, float]], cycles: list[float]) -> dict[str
     errors = [abs(p - c) / c for p, c in zip(preds, cycles)]
     return {"n": len(rows), "rank_correlation": spearman(preds, cycles),
             "median_abs_error": statistics.median(errors) if errors else None, "predicted": preds}
+
+
+def held_out_confirms(pick: float | None, fitted: list[float]) -> bool:
+    """The model's first pick, a point it never saw, confirms it when the simulator puts it ahead of
+    every point it was fitted on, as the model did by picking it (cycles: fewer is better)."""
+    return pick is not None and bool(fitted) and pick < min(fitted)

@@ -8,7 +8,7 @@ from autodiscovery.interfaces import Section
 from autodiscovery.store import Run, Store
 from harnesses.accelsim.arch import Architecture
 from harnesses.accelsim.costs import ArchSettings, pareto
-from harnesses.accelsim.model import spearman
+from harnesses.accelsim.model import held_out_confirms, spearman
 
 
 def fmt(x: float | None, spec: str = ".3f") -> str:
@@ -33,7 +33,9 @@ def phases(store: Store, run_id: int) -> dict | None:
                 continue
             m = ev.metrics if ev is not None and ev.status == "ok" else {}
             rows.append({"seq": c.seq, "phase": phase, "kernel": knobs["kernel"], "arch": knobs["arch"],
-                         "change": knobs.get("change"), "status": c.status, "cycles": m.get("cycles"),
+                         "change": knobs.get("change"), "changes": knobs.get("changes"),
+                         "combined_left_out": knobs.get("combined_left_out"), "status": c.status,
+                         "cycles": m.get("cycles"),
                          "kernel_cycles": m.get("kernel_cycles", m.get("cycles")),
                          "pct_of_bound": m.get("pct_of_bound"), "bound_cycles": m.get("bound_cycles"),
                          "model": knobs.get("model"), "predicted": knobs.get("predicted"),
@@ -62,16 +64,16 @@ def phases(store: Store, run_id: int) -> dict | None:
                       "arch_changes": arch_diff, "cycles": best["cycles"], "kernel_cycles": best["kernel_cycles"],
                       "change": change, "pct_of_bound": best["pct_of_bound"], "area_pct": best["area_pct"]})
     return {"baseline_cycles": base["cycles"] if base else None, "phases": table,
-            "attribution": attribution(rows, stock), "over_budget": next((r["over_budget"] for r in rows
+            "attribution": attribution(rows, stock), "combined": combined(rows, stock), "over_budget": next((r["over_budget"] for r in rows
                                                                           if r["over_budget"]), []),
-            "not_tried": not_tried(rows, settings_phase_d(config)),
-            "cross": cross(rows, base, stock), "model": model_check(rows),
+            "not_tried": not_tried(rows, settings_phase(config, "D")),
+            "cross": cross(rows, base, stock), "model": model_check(rows, settings_phase(config, "C")),
             "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings) | {"stock": stock}}
 
 
-def settings_phase_d(config: dict) -> int | None:
-    """Phase D's budget of simulations, as the run's campaign set it."""
-    return (((config.get("agent") or {}).get("codesign") or {}).get("phases") or {}).get("D")
+def settings_phase(config: dict, phase: str) -> int | None:
+    """A phase's budget of simulations, as the run's campaign set it."""
+    return (((config.get("agent") or {}).get("codesign") or {}).get("phases") or {}).get(phase)
 
 
 def not_tried(rows: list[dict], budget: int | None) -> list[dict]:
@@ -83,24 +85,31 @@ def not_tried(rows: list[dict], budget: int | None) -> list[dict]:
     return [{"change": c, "why": why} for c in listed if c not in simulated]
 
 
-def model_check(rows: list[dict]) -> dict | None:
+def model_check(rows: list[dict], budget: int | None = None) -> dict | None:
     """The phase-C model: how it did on the A and B points, each left out of its own fit, and on the
-    C picks it chose and the simulator then ran (held out entirely); how many simulations it saved."""
+    C picks it chose and the simulator then ran (held out entirely); whether it was trusted (both: a
+    good leave-one-out rank and a first pick that beat every point of A and B) and how many of phase
+    C's simulations that saved."""
     c_rows = [r for r in rows if r["phase"] == "C" and r["model"]]
     if not c_rows:
         return None
     info = c_rows[0]["model"]
+    fitted = [r["cycles"] for r in rows if r["phase"] in "AB" and r["cycles"]]
+    confirmed = held_out_confirms(c_rows[0]["cycles"], fitted)
+    moved_on = any(r["phase"] in "DE" for r in rows)  # phase C over: what its budget had left was saved
+    budget = budget or len(c_rows)
+    saved = (budget - len(c_rows) if info.get("trusted") else 0) if moved_on else info.get("simulations_saved", 0)
     points = [{**p, "held_out": "left out of its own fit (A, B)"} for p in info.get("points", [])]
     picks = [{"seq": r["seq"], "predicted": r["predicted"], "simulated": r["cycles"],
               "held_out": "phase-C pick"} for r in c_rows if r["cycles"] and r["predicted"] is not None]
     errors = [abs(p["predicted"] - p["simulated"]) / p["simulated"] for p in picks]
     return {"n": info.get("n"), "terms": info.get("terms"), "ptx": info.get("ptx"),
-            "threshold": info.get("threshold"), "trusted": info.get("trusted"),
+            "threshold": info.get("threshold"), "trusted": info.get("trusted"), "held_out_confirms": confirmed,
             "loo_rank_correlation": info.get("loo_rank_correlation"),
             "loo_median_abs_error": info.get("loo_median_abs_error"),
             "picks_rank_correlation": spearman([p["predicted"] for p in picks], [p["simulated"] for p in picks]),
             "picks_median_abs_error": statistics.median(errors) if errors else None,
-            "simulations_saved": info.get("simulations_saved", 0), "points": points + picks}
+            "simulations_saved": max(0, saved), "points": points + picks}
 
 
 def pareto_front(rows: list[dict], settings: ArchSettings) -> dict:
@@ -133,6 +142,35 @@ def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
              "vs_reference": (r["cycles"] - ref) / ref if ref else None, "inert": ref is not None and r["cycles"] == ref,
              "area_pct": r["area_pct"], "power_pct": r["power_pct"]}
             for r in singles]
+
+
+def combined(rows: list[dict], stock: dict | None) -> dict:
+    """Phase D's pairs (and all the best changes together) against the sum of their single changes'
+    savings: where the combined gain comes from, and which combinations were not simulated, with why."""
+    singles = {a["change"]: a for a in attribution(rows, stock)}
+    points = []
+    for r in rows:
+        if r["phase"] != "D" or not r["changes"] or not r["cycles"]:
+            continue
+        parts = [singles.get(c) for c in r["changes"]]
+        ref = parts[0]["reference"] if parts and parts[0] else None
+        additive = ref + sum(p["cycles"] - ref for p in parts) if ref and all(parts) else None
+        points.append({"seq": r["seq"], "changes": r["changes"], "cycles": r["cycles"], "reference": ref,
+                       "vs_reference": (r["cycles"] - ref) / ref if ref else None, "additive": additive,
+                       "interaction": (r["cycles"] - additive) / ref if additive is not None else None,
+                       "area_pct": r["area_pct"], "power_pct": r["power_pct"]})
+    left_out = next((r["combined_left_out"] for r in rows if r.get("combined_left_out")), [])
+    simulated = {tuple(p["changes"]) for p in points}
+    return {"points": points, "left_out": [o for o in left_out if tuple(o["changes"]) not in simulated]}
+
+
+def interaction_word(x: float | None) -> str:
+    """What a combined point's interaction says (as a share of the reference's cycles)."""
+    if x is None:
+        return ""
+    if abs(x) < 0.005:
+        return "they add up"
+    return "they help each other" if x < 0 else "they get in each other's way"
 
 
 def crossed(rows: list[dict], stock_kernel: dict, stock: dict | None, cyc: str) -> list[dict]:
@@ -201,6 +239,19 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
         rows += [["–", o["change"], "not simulated", "–", "–", "–", o["why"]] for o in data.get("not_tried") or []]
         parts.append(Section("attribution", "phase D: one change at a time from stock, the best kernel frozen",
                              ["#", "change", "cycles", "vs best kernel on stock", "area", "power", ""], rows))
+    if (comb := data.get("combined")) and (comb["points"] or comb["left_out"]):
+        rows = [[str(p["seq"]), " + ".join(p["changes"]), str(p["cycles"]), pct(p["vs_reference"]),
+                 pct(None if p["additive"] is None else (p["additive"] - p["reference"]) / p["reference"]),
+                 pct(p["interaction"]), pct(p["area_pct"], "+.1f") + "%", interaction_word(p["interaction"])]
+                for p in comb["points"]]
+        rows += [["–", " + ".join(o["changes"]), "not simulated", "–", "–", "–", "–", o["why"]]
+                 for o in comb["left_out"]]
+        parts.append(Section("combined", "phase D: the best single changes together, the best kernel frozen",
+                             ["#", "changes", "cycles", "vs best kernel on stock", "sum of the singles",
+                              "interaction", "area", ""], rows,
+                             "sum of the singles: the savings of each change alone, added; interaction: the "
+                             "combined point less that sum, as a share of the best kernel's cycles on stock "
+                             "(negative: together they buy more than their sum)"))
     if c := data.get("cross"):
         rows = [[name, str(c[key]), pct((c[key] - c["baseline"]) / c["baseline"])]
                 for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
@@ -216,8 +267,9 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
                  pct((p["predicted"] - p["simulated"]) / p["simulated"], "+.0%")] for p in m["points"]]
         rho, err = m["loo_rank_correlation"], m["loo_median_abs_error"]
         caption = (f"leave-one-out over {m['n']} points: rank correlation {fmt(rho, '.2f')}, median |error| "
-                   f"{pct(err, '.0%')}; trusted at ≥ {fmt(m['threshold'], '.2f')}: "
-                   f"{'yes' if m['trusted'] else 'no'}; phase-C picks: rank correlation "
+                   f"{pct(err, '.0%')} (≥ {fmt(m['threshold'], '.2f')}: {'yes' if m['trusted'] else 'no'}); "
+                   f"its first pick, held out, {'beat' if m['held_out_confirms'] else 'did not beat'} every "
+                   f"point of A and B; phase-C picks: rank correlation "
                    f"{fmt(m['picks_rank_correlation'], '.2f')}, median |error| "
                    f"{pct(m['picks_median_abs_error'], '.0%')}; simulations saved: {m['simulations_saved']}"
                    + ("" if m.get("ptx") else "; no nvcc: PTX counts and registers estimated from the knobs"))

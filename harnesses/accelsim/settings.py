@@ -1,4 +1,5 @@
-"""The `harness:` section of a co-design campaign simulated by GPGPU-Sim / Accel-Sim."""
+"""The settings of a co-design campaign simulated by GPGPU-Sim / Accel-Sim: its `harness:` section and
+the co-design agent's (`agent.codesign`)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,37 @@ class Settings(Strict):
     arch: ArchSettings = ArchSettings()
     """The area/power budget a design must fit (`arch.budget.area_pct`, +10% over stock by default) and the
     shares its costs are estimated from (costs.py)."""
+
+
+class CodesignPhases(Strict):
+    B: int = Field(12, ge=0)
+    """Kernel-only candidates, architecture frozen at stock."""
+    C: int = Field(3, ge=0)
+    """Kernels the analytical model ranks best that B did not simulate, simulated to check the model."""
+    D: int = Field(12, ge=0)
+    """Architecture-only candidates, the best kernel frozen: one change at a time from stock first
+    (eight at the shipped knobs), then the best changes in pairs and all together (`pairs`), then TPE
+    over the knobs that changed anything."""
+    E_kernels: int = Field(2, ge=1)
+    """Phase E crosses this many best kernels of B and C ..."""
+    E_archs: int = Field(2, ge=1)
+    """... with this many best architectures of D."""
+
+
+class CodesignSettings(Strict):
+    """`agent.codesign`: the phases of a kernel × architecture co-design."""
+
+    space: str = "edge_codesign"
+    """Folder under search_spaces/ with the kernel family and the architecture knobs."""
+    seed: int = 0
+    phases: CodesignPhases = CodesignPhases()
+    model_trust: float = Field(0.8, ge=-1, le=1.01)
+    """Phase C trusts the model fitted on A and B when its leave-one-out rank correlation reaches this:
+    then only its best pick is simulated and the other C - 1 simulations are saved (1.01: never)."""
+    shortlist: int = Field(48, ge=1)
+    """Phase C ranks every valid kernel on facts estimated from its knobs, then compiles this many of
+    the best to rank them again on their own PTX (about a second of nvcc each)."""
+    pairs: int = Field(3, ge=0)
+    """After its single changes, phase D simulates the pairs among this many of the best of them (one
+    value a knob, only changes that bought something) and all of them together, within its budget:
+    whether the changes add up, help each other or get in each other's way."""
