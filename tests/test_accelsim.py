@@ -55,7 +55,7 @@ def test_dram_traffic_and_latency_sweeps():
 
 def test_crash_is_detected():
     text = log("CRASH_tensor_initiation_gt_latency")
-    assert "segmentation fault" in simlog.crashed(139, text)
+    assert "segmentation fault" in simlog.crashed(139, text) and "autodiscovery doctor" in simlog.crashed(-11, text)
     assert simlog.crashed(0, text) == "the simulator never printed '*** exit detected ***'"
     assert simlog.crashed(0, log("vec_512")) is None
 
@@ -147,6 +147,7 @@ def test_standin_crash_and_wrong_result(tmp_path, standin_env):
                         STANDIN_RC="139")
     out = h.evaluate(agent.seed_proposal().source, build)
     assert out.status == "crashed" and "segmentation fault" in out.log
+    assert "`autodiscovery doctor` checks the simulator" in out.log.splitlines()[0]  # what a failed run says
     # The harness checks C itself: a program whose log claims PASS but whose output is off by one
     # quarter in one place is incorrect, and so is one that writes no output at all.
     assert "PASS" in log("vec_512")

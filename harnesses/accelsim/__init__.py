@@ -319,7 +319,7 @@ def wmma_verdict(outcome: Outcome) -> tuple[str | None, str]:
         return f"{WMMA_CHECK_SHAPE['M']}x{WMMA_CHECK_SHAPE['N']}x{WMMA_CHECK_SHAPE['K']} simulated, output checked " \
                f"({outcome.metrics['cycles']} cycles)", ""
     lines = outcome.log.strip().splitlines()
-    why = lines[0][:160] if lines else outcome.status
+    why = lines[0].replace(simlog.DOCTOR_HINT, "")[:160] if lines else outcome.status
     if outcome.status == "incorrect":
         return None, f"the simulator got the product wrong ({why}): {OPERAND_FIX}"
     if outcome.status == "crashed" and "segmentation fault" in outcome.log:

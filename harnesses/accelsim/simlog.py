@@ -86,12 +86,16 @@ def parse(log: str) -> dict:
     return stats
 
 
+DOCTOR_HINT = "; `autodiscovery doctor` checks the simulator for the WMMA operand fix"
+"""Said with a segmentation fault: a simulator built without the fix dies so on every WMMA kernel."""
+
+
 def crashed(returncode: int | None, log: str) -> str | None:
     """Why a simulation counts as crashed, or None."""
     if returncode is not None and returncode != 0:
         sig = f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
         if returncode in (139, -11):  # SIGSEGV: as the shell reports it, or as the process died of it
-            sig += " (segmentation fault)"
+            sig += f" (segmentation fault{DOCTOR_HINT})"
         return f"simulator ended with {sig}"
     if EXIT not in log:
         return "the simulator never printed '*** exit detected ***'"
