@@ -164,15 +164,6 @@ def combined(rows: list[dict], stock: dict | None) -> dict:
     return {"points": points, "left_out": [o for o in left_out if tuple(o["changes"]) not in simulated]}
 
 
-def interaction_word(x: float | None) -> str:
-    """What a combined point's interaction says (as a share of the reference's cycles)."""
-    if x is None:
-        return ""
-    if abs(x) < 0.005:
-        return "they add up"
-    return "they help each other" if x < 0 else "they get in each other's way"
-
-
 def crossed(rows: list[dict], stock_kernel: dict, stock: dict | None, cyc: str) -> list[dict]:
     """The simulated points of kernel x architecture: phase D's own points already pair the best kernel
     with each architecture, and E adds the other crosses."""
@@ -242,16 +233,15 @@ def phases_table(run_id: int, data: dict) -> list[Section]:
     if (comb := data.get("combined")) and (comb["points"] or comb["left_out"]):
         rows = [[str(p["seq"]), " + ".join(p["changes"]), str(p["cycles"]), pct(p["vs_reference"]),
                  pct(None if p["additive"] is None else (p["additive"] - p["reference"]) / p["reference"]),
-                 pct(p["interaction"]), pct(p["area_pct"], "+.1f") + "%", interaction_word(p["interaction"])]
-                for p in comb["points"]]
-        rows += [["–", " + ".join(o["changes"]), "not simulated", "–", "–", "–", "–", o["why"]]
+                 pct(p["interaction"]), pct(p["area_pct"], "+.1f") + "%"] for p in comb["points"]]
+        rows += [["–", " + ".join(o["changes"]), "not simulated: " + o["why"], "–", "–", "–", "–"]
                  for o in comb["left_out"]]
         parts.append(Section("combined", "phase D: the best single changes together, the best kernel frozen",
-                             ["#", "changes", "cycles", "vs best kernel on stock", "sum of the singles",
-                              "interaction", "area", ""], rows,
-                             "sum of the singles: the savings of each change alone, added; interaction: the "
-                             "combined point less that sum, as a share of the best kernel's cycles on stock "
-                             "(negative: together they buy more than their sum)"))
+                             ["#", "changes", "cycles", "vs ref", "sum", "interaction", "area"], rows,
+                             "vs ref: against the best kernel on the stock architecture; sum: the savings of "
+                             "each change alone, added; interaction: the point less that sum, as a share of "
+                             "the reference: negative where the changes help each other, positive where they "
+                             "get in each other's way"))
     if c := data.get("cross"):
         rows = [[name, str(c[key]), pct((c[key] - c["baseline"]) / c["baseline"])]
                 for name, key in (("baseline", "baseline"), ("best kernel, stock architecture", "kernel_only"),
