@@ -388,7 +388,7 @@ def test_knob_moves_the_fit_rates_faster_go_first_and_much_slower_last(space):
     agent = SearchAgent(campaign)
     agent.bind(None, 1, harness, {})
     fam = space.families["wgmma_cluster"]
-    order = agent.shape_first(fam, fam.default, agent.neighbours(fam, fam.default))
+    order = agent.fits.order(fam, fam.default, agent.neighbours(fam, fam.default))
     here = harness.fit(space.render("wgmma_cluster", fam.default)).estimate
     fits = [harness.fit(space.render("wgmma_cluster", k)).estimate for k, _ in order]
     lead = [i for i, (_, why) in enumerate(order) if why.startswith("the fit of the shape rates")]
@@ -401,9 +401,9 @@ def test_knob_moves_the_fit_rates_faster_go_first_and_much_slower_last(space):
     assert sorted(map(canon, (k for k, _ in order))) == sorted(
         {*map(canon, agent.neighbours(fam, fam.default)), *(canon(order[i][0]) for i in lead)})
     # No fit (another harness): the neighbours as they are.
-    agent.harness = None
+    agent.fits.harness = None
     near = agent.neighbours(fam, fam.default)
-    assert [k for k, _ in agent.shape_first(fam, fam.default, near)] == near
+    assert [k for k, _ in agent.fits.order(fam, fam.default, near)] == near
 
 
 STREAM_K = {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232}
@@ -520,7 +520,7 @@ def test_l2_promotion_is_stated_in_the_operands_tensor_maps_and_rated_by_the_dra
     """L2_PROMO 256 puts l2_promotion 256 on A's and B's tensor maps (0 renders the maps as before); the
     fit's DRAM floor is faster for it, which tells where the operands stream from DRAM (128×28672×4096:
     more than FIT_EDGE) from where the MMAs set the time (4096³: nothing to speak of)."""
-    from autodiscovery.agents.search import FIT_EDGE
+    from autodiscovery.agents.shape_order import FIT_EDGE
 
     fam = space.families["wgmma_cluster"]
     tile = fam.default | {"BM": 128, "BN": 224}
@@ -551,7 +551,7 @@ def test_moves_the_fit_rates_a_little_faster_come_before_those_it_cannot_tell_ap
     agent.bind(None, 1, harness, {})
     best = fam.default | tile
     near = agent.neighbours(fam, best)
-    order = agent.shape_first(fam, best, near)
+    order = agent.fits.order(fam, best, near)
     lead = sum(why.startswith("the fit of the shape rates") for _, why in order)
     knobs, why = order[lead]
     assert knobs == best | {"L2_PROMO": 256} and "rates 1.01" in why and "faster" in why
@@ -564,7 +564,7 @@ def test_moves_the_fit_rates_a_little_faster_come_before_those_it_cannot_tell_ap
     square, campaign = harness_at(4096, 4096, 4096)
     agent = SearchAgent(campaign)
     agent.bind(None, 1, square, {})
-    assert not any("× faster" in why for _, why in agent.shape_first(fam, fam.default, agent.neighbours(fam, fam.default)))
+    assert not any("× faster" in why for _, why in agent.fits.order(fam, fam.default, agent.neighbours(fam, fam.default)))
 
 
 def test_a_move_of_a_knob_outside_the_shape_knobs_goes_first_where_the_fit_rates_it_faster(space):
@@ -576,7 +576,7 @@ def test_a_move_of_a_knob_outside_the_shape_knobs_goes_first_where_the_fit_rates
         agent = SearchAgent(campaign)
         agent.bind(None, 1, harness, {})
         best = fam.default | tile
-        order = agent.shape_first(fam, best, agent.neighbours(fam, best))
+        order = agent.fits.order(fam, best, agent.neighbours(fam, best))
         lead = [k for k, why in order if why.startswith("the fit of the shape rates")]
         assert (fam.default | tile | {"L2_PROMO": 256} in lead) is first
         assert any(k == best | {"L2_PROMO": 256} for k, _ in order)

@@ -7,7 +7,7 @@ the large gains are structural; then knob moves: first the settings of the shape
 rates faster than the family's best, then the neighbours of the family's best (one knob to another
 value, nearest first; where that breaks a constraint, with one more knob changed to repair it), those
 the fit rates much slower last, a hill climb that follows each keep; once those are all tried, Optuna's
-TPE sampler fitted to every measurement so far. Knob moves go across the families worth tuning: the
+TPE sampler fitted to every measurement so far (the fit's order: `shape_order`). Knob moves go across the families worth tuning: the
 incumbent's, a higher family that was tried but did not win (for one round, then while it is within
 `CLOSE`, 5%, of the incumbent), and a lower one within `CLOSE` of the incumbent. They take turns in
 rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
@@ -21,7 +21,6 @@ given `agent.search.seed` gives the same walk.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import random
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from autodiscovery.agents import tpe
+from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
 from autodiscovery.agents.space import Family, Space
 from autodiscovery.campaign import Campaign, Strict
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
@@ -36,17 +36,6 @@ from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
 CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its best is within 5% of it
-FIT_GAIN = 0.1
-"""A structural move leaves a family's default for another setting of its shape knobs only when the
-harness's fit of the shape estimates that one more than 10% faster."""
-FIT_EDGE = 0.03
-"""Knob moves the fit estimates more than 3% faster than the family's best go first (fastest first); a
-move of a shape knob it estimates more than FIT_GAIN slower goes last."""
-FIT_NUDGE = 0.01
-"""One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
-ahead of the moves it cannot tell apart."""
-
-
 class SearchSettings(Strict):
     """`agent.search`: the built-in search over a space of kernel families."""
 
@@ -70,13 +59,6 @@ class SearchSettings(Strict):
 
 
 
-def _others(fam: Family, k: str, around: Any) -> list[Any]:
-    """The other values of knob `k`, nearest to `around` in its list first."""
-    vals = fam.knobs[k]
-    i = vals.index(around) if around in vals else 0
-    return sorted((v for v in vals if v != around), key=lambda v: abs(vals.index(v) - i))
-
-
 def _settings(knobs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs.items())
 
@@ -98,14 +80,12 @@ class SearchAgent(AgentBase):
         self.warm_start = s.warm_start
         self.problem = campaign.problem.model_dump(mode="json")
         self.harness_name = campaign.harness.name
-        self.harness = None
-        self._fits: dict[tuple, Any] = {}
-        self._settings_fitted: dict[tuple, list] = {}
+        self.fits = ShapeOrder(self.space, self.shape)
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
 
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
-        self.harness = harness
+        self.fits.harness = harness
         if store is not None and self.warm_start:
             self.warm = self.warm_moves(self.recorded_bests(store, run_id, fingerprint))
         if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
@@ -159,7 +139,7 @@ class SearchAgent(AgentBase):
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
         harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
         one badly). Made once, when the run is bound."""
-        fit = getattr(self.harness, "fit", None)
+        fit = getattr(self.fits.harness, "fit", None)
         out = []
         for family, knobs, where in bests:
             fam = self.space.families[family]
@@ -167,7 +147,7 @@ class SearchAgent(AgentBase):
             here = f" Here: {fitted.describe()}." if fitted is not None else ""
             out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
                                        f"nearby problem.{here}"))
-            refit, why = self.fitted(fam, knobs)
+            refit, why = self.fits.start(fam, knobs)
             if refit != knobs:
                 out.append((family, refit, f"Warm start from {where}, refitted to this problem: {family} at "
                                            f"{_settings(refit)}: {why}"))
@@ -222,7 +202,7 @@ class SearchAgent(AgentBase):
         knobs = dict(fam.default)
         if fam.template and fam.violations(knobs, self.shape):
             knobs = next((k for k in fam.configurations() if not fam.violations(k, self.shape)), knobs)
-        knobs, fitted = self.fitted(fam, knobs)
+        knobs, fitted = self.fits.start(fam, knobs)
         inc = history.incumbent
         base = f"from {inc.family} ({history.objective.format(inc.score, '.3g')})" if inc and inc.score else \
             "from the seed"
@@ -230,103 +210,6 @@ class SearchAgent(AgentBase):
         start = f"Start at {settings}: {fitted}" if fitted else f"Start at its default configuration ({settings})."
         return self._proposal(fam, knobs, f"Structural move {base} to rung {fam.rung}, {fam.name}: {fam.summary}. "
                                           f"{start}", "structural")
-
-    def fitted(self, fam: Family, knobs: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """Where a structural move starts in `fam`: `knobs` (its default), or, where the harness's fit of
-        the shape estimates another setting of the family's shape knobs more than FIT_GAIN faster, that
-        one (among the fastest, the fewest knobs changed to repair a constraint, then the fewest changes);
-        with the fit in words ('' without a fit)."""
-        here = self._fit(fam, knobs)
-        if here is None:
-            return knobs, ""
-
-        def repairs(moved: dict[str, Any]) -> int:
-            return sum(moved[k] != knobs.get(k) for k in moved if k not in fam.shape_knobs)
-
-        options = [(f.estimate, repairs(moved), changes, canon(moved), moved, f)
-                   for moved, changes, f in self._fitted_settings(fam, knobs)]
-        best = min(options, default=None)
-        if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
-            return knobs, f"its default fits the shape ({here.describe()})."
-        return best[4], (f"the shape is better served by {best[5].describe()} than by the default's "
-                         f"{here.describe()} (estimated {here.estimate / best[0]:.2f}× faster).")
-
-    def _fit(self, fam: Family, knobs: dict[str, Any]):
-        """The harness's fit of this configuration at the run's shape (kept: a walk asks for the same ones)."""
-        fit = getattr(self.harness, "fit", None)
-        if fit is None or not fam.shape_knobs or not fam.template:
-            return None
-        key = (id(self.harness), fam.name, canon(knobs))
-        if key not in self._fits:
-            self._fits[key] = fit(self.space.render(fam.name, knobs), knobs)
-        return self._fits[key]
-
-    def _fitted_settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
-        """(knobs, knobs changed, fit) for every other setting of the family's shape knobs from `knobs`,
-        each made valid by the nearest change of up to two other knobs where a constraint refuses it
-        (a tile may need its own register split or epilogue). Kept, like the fits: the walk asks again."""
-        key = (id(self.harness), fam.name, canon(knobs))
-        if key in self._settings_fitted:
-            return self._settings_fitted[key]
-        out = []
-        for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
-            moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
-            if moved == knobs:
-                continue
-            if fam.violations(moved, self.shape):
-                moved = self._repaired(fam, moved, set(fam.shape_knobs))
-            if moved is not None and (f := self._fit(fam, moved)) is not None:
-                out.append((moved, sum(moved[k] != knobs.get(k) for k in moved), f))
-        self._settings_fitted[key] = out
-        return out
-
-    def _repaired(self, fam: Family, moved: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
-        """`moved` made valid by changing one knob outside `keep` (nearest value first), else two; None
-        where that does not do."""
-        free = [k for k in fam.knobs if k not in keep]
-        for k in free:
-            for v in _others(fam, k, moved.get(k)):
-                if not fam.violations(fixed := {**moved, k: v}, self.shape):
-                    return fixed
-        for k1, k2 in itertools.combinations(free, 2):
-            for v1, v2 in itertools.product(_others(fam, k1, moved.get(k1)), _others(fam, k2, moved.get(k2))):
-                if not fam.violations(fixed := {**moved, k1: v1, k2: v2}, self.shape):
-                    return fixed
-        return None
-
-    def shape_first(self, fam: Family, knobs: dict[str, Any], moves: list[dict[str, Any]]) -> list[tuple[dict, str]]:
-        """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
-        the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
-        FIT_EDGE faster come first, fastest first, including those more than one knob away, and with them
-        the moves of other knobs it so estimates; then the moves it estimates more than FIT_NUDGE faster;
-        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
-        `moves` as they are."""
-        here = self._fit(fam, knobs)
-        plain = "one step from the family's best"
-        if here is None:
-            return [(m, plain) for m in moves]
-        fits = {canon(m): (m, c, f) for m, c, f in self._fitted_settings(fam, knobs)}
-        for m in moves:  # a move of another knob the fit reads (how the operands reach L2, say)
-            if (key := canon(m)) not in fits and (f := self._fit(fam, m)) is not None:
-                fits[key] = (m, sum(m[k] != knobs.get(k) for k in m), f)
-        faster = sorted(((f.estimate, c, key, m, f) for key, (m, c, f) in fits.items()
-                         if f.estimate * (1 + FIT_EDGE) < here.estimate), key=lambda o: o[:3])
-        first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "
-                     f"best's {here.describe()}") for _, _, _, m, f in faster]
-        ahead = {canon(m) for m, _ in first}
-        nudged, middle, last = [], [], []
-        for m in moves:
-            if canon(m) in ahead:
-                continue
-            f = fits.get(canon(m))
-            if f is not None and f[2].estimate * (1 + FIT_NUDGE) < here.estimate:
-                nudged.append((f[2].estimate, len(nudged), m, f"{plain}, which the fit of the shape rates "
-                                                             f"{here.estimate / f[2].estimate:.3f}× faster"))
-                continue
-            slow = f is not None and f[2].estimate > here.estimate * (1 + FIT_GAIN)
-            (last if slow else middle).append((m, plain if not slow else
-                                               f"{plain}, though the fit of the shape rates it slower"))
-        return first + [(m, why) for _, _, m, why in sorted(nudged, key=lambda o: o[:2])] + middle + last
 
     def _active(self, history: History, exhausted: set[str], inc_rung: int,
                 pending: list[Proposal] = ()) -> Family | None:
@@ -361,14 +244,15 @@ class SearchAgent(AgentBase):
         best = self._best(fam, history)
         default = dict(fam.default)
         if (best is not None and (fam.name, canon(default)) not in tried and not fam.violations(default, self.shape)
-                and (here := self._fit(fam, best.knobs)) is not None and (there := self._fit(fam, default)) is not None
+                and (here := self.fits.fit(fam, best.knobs)) is not None
+                and (there := self.fits.fit(fam, default)) is not None
                 and there.estimate <= here.estimate * (1 + 2 * FIT_GAIN)):
             # The structural move started where the fit put the tile; the default, which the fit rates
             # close, is the check on the fit.
             return self._knob_proposal(fam, default, history, f"the family's default, which the fit of the shape "
                                                               f"rates close ({there.describe()})")
         if best is not None:
-            for knobs, why in self.shape_first(fam, best.knobs, self.neighbours(fam, best.knobs)):
+            for knobs, why in self.fits.order(fam, best.knobs, self.neighbours(fam, best.knobs)):
                 if (fam.name, canon(knobs)) not in tried:
                     return self._knob_proposal(fam, knobs, history, why)
         points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
@@ -404,7 +288,7 @@ class SearchAgent(AgentBase):
         """The valid configurations one knob away (each knob to its other values, nearest first), then,
         for a one-knob move a constraint refuses, that move with one other knob changed to make it
         valid, or else two. Each group in an order drawn from the agent's seed."""
-        others = functools.partial(_others, fam)
+        others = functools.partial(nearest_others, fam)
         single, repaired, twice = [], [], []
         for k in fam.knobs:
             for v in others(k, knobs.get(k)):
@@ -421,7 +305,7 @@ class SearchAgent(AgentBase):
                     if fixed is not None:
                         repaired.append(fixed)
                         found = True
-                if not found and (fixed := self._repaired(fam, moved, {k})) is not None:
+                if not found and (fixed := self.fits.repaired(fam, moved, {k})) is not None:
                     twice.append(fixed)  # a move that needs two other knobs changed with it
         rng = random.Random(f"{self.seed}:{fam.name}:{canon(knobs)}")
         rng.shuffle(single)

@@ -1,0 +1,142 @@
+"""The order the harness's fit of the run's shape gives the search agent's moves.
+
+A harness may offer `fit(source, knobs)`: an estimate of a configuration's time at the run's shape
+(its tiles, waves and work per SM), with `describe()` in words. The search agent asks it where a
+structural move should start in a family (`start`: the default, or a setting of the family's shape
+knobs the fit rates more than FIT_GAIN faster) and in what order to try the neighbours of a family's
+best (`order`). Fits are kept: a walk asks for the same ones again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from autodiscovery.agents.space import Family, Space
+from autodiscovery.toolkit.text import canon
+
+FIT_GAIN = 0.1
+"""A structural move leaves a family's default for another setting of its shape knobs only when the
+harness's fit of the shape estimates that one more than 10% faster."""
+FIT_EDGE = 0.03
+"""Knob moves the fit estimates more than 3% faster than the family's best go first (fastest first); a
+move of a shape knob it estimates more than FIT_GAIN slower goes last."""
+FIT_NUDGE = 0.01
+"""One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
+ahead of the moves it cannot tell apart."""
+
+
+def nearest_others(fam: Family, k: str, around: Any) -> list[Any]:
+    """The other values of knob `k`, nearest to `around` in its list first."""
+    vals = fam.knobs[k]
+    i = vals.index(around) if around in vals else 0
+    return sorted((v for v in vals if v != around), key=lambda v: abs(vals.index(v) - i))
+
+
+class ShapeOrder:
+    """The harness's fit of the run's shape, asked by the search agent (no harness, or one with no fit:
+    no opinion)."""
+
+    def __init__(self, space: Space, shape: dict[str, int]) -> None:
+        self.space, self.shape = space, shape
+        self.harness = None
+        self._fits: dict[tuple, Any] = {}
+        self._settings: dict[tuple, list] = {}
+
+    def start(self, fam: Family, knobs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Where a structural move starts in `fam`: `knobs` (its default), or, where the harness's fit of
+        the shape estimates another setting of the family's shape knobs more than FIT_GAIN faster, that
+        one (among the fastest, the fewest knobs changed to repair a constraint, then the fewest changes);
+        with the fit in words ('' without a fit)."""
+        here = self.fit(fam, knobs)
+        if here is None:
+            return knobs, ""
+
+        def repairs(moved: dict[str, Any]) -> int:
+            return sum(moved[k] != knobs.get(k) for k in moved if k not in fam.shape_knobs)
+
+        options = [(f.estimate, repairs(moved), changes, canon(moved), moved, f)
+                   for moved, changes, f in self.settings(fam, knobs)]
+        best = min(options, default=None)
+        if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
+            return knobs, f"its default fits the shape ({here.describe()})."
+        return best[4], (f"the shape is better served by {best[5].describe()} than by the default's "
+                         f"{here.describe()} (estimated {here.estimate / best[0]:.2f}× faster).")
+
+    def fit(self, fam: Family, knobs: dict[str, Any]):
+        """The harness's fit of this configuration at the run's shape (kept: a walk asks for the same ones)."""
+        fit = getattr(self.harness, "fit", None)
+        if fit is None or not fam.shape_knobs or not fam.template:
+            return None
+        key = (id(self.harness), fam.name, canon(knobs))
+        if key not in self._fits:
+            self._fits[key] = fit(self.space.render(fam.name, knobs), knobs)
+        return self._fits[key]
+
+    def settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
+        """(knobs, knobs changed, fit) for every other setting of the family's shape knobs from `knobs`,
+        each made valid by the nearest change of up to two other knobs where a constraint refuses it
+        (a tile may need its own register split or epilogue). Kept, like the fits: the walk asks again."""
+        key = (id(self.harness), fam.name, canon(knobs))
+        if key in self._settings:
+            return self._settings[key]
+        out = []
+        for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
+            moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
+            if moved == knobs:
+                continue
+            if fam.violations(moved, self.shape):
+                moved = self.repaired(fam, moved, set(fam.shape_knobs))
+            if moved is not None and (f := self.fit(fam, moved)) is not None:
+                out.append((moved, sum(moved[k] != knobs.get(k) for k in moved), f))
+        self._settings[key] = out
+        return out
+
+    def repaired(self, fam: Family, moved: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
+        """`moved` made valid by changing one knob outside `keep` (nearest value first), else two; None
+        where that does not do."""
+        free = [k for k in fam.knobs if k not in keep]
+        for k in free:
+            for v in nearest_others(fam, k, moved.get(k)):
+                if not fam.violations(fixed := {**moved, k: v}, self.shape):
+                    return fixed
+        for k1, k2 in itertools.combinations(free, 2):
+            for v1, v2 in itertools.product(nearest_others(fam, k1, moved.get(k1)),
+                                              nearest_others(fam, k2, moved.get(k2))):
+                if not fam.violations(fixed := {**moved, k1: v1, k2: v2}, self.shape):
+                    return fixed
+        return None
+
+    def order(self, fam: Family, knobs: dict[str, Any], moves: list[dict[str, Any]]) -> list[tuple[dict, str]]:
+        """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
+        the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
+        FIT_EDGE faster come first, fastest first, including those more than one knob away, and with them
+        the moves of other knobs it so estimates; then the moves it estimates more than FIT_NUDGE faster;
+        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
+        `moves` as they are."""
+        here = self.fit(fam, knobs)
+        plain = "one step from the family's best"
+        if here is None:
+            return [(m, plain) for m in moves]
+        fits = {canon(m): (m, c, f) for m, c, f in self.settings(fam, knobs)}
+        for m in moves:  # a move of another knob the fit reads (how the operands reach L2, say)
+            if (key := canon(m)) not in fits and (f := self.fit(fam, m)) is not None:
+                fits[key] = (m, sum(m[k] != knobs.get(k) for k in m), f)
+        faster = sorted(((f.estimate, c, key, m, f) for key, (m, c, f) in fits.items()
+                         if f.estimate * (1 + FIT_EDGE) < here.estimate), key=lambda o: o[:3])
+        first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "
+                     f"best's {here.describe()}") for _, _, _, m, f in faster]
+        ahead = {canon(m) for m, _ in first}
+        nudged, middle, last = [], [], []
+        for m in moves:
+            if canon(m) in ahead:
+                continue
+            f = fits.get(canon(m))
+            if f is not None and f[2].estimate * (1 + FIT_NUDGE) < here.estimate:
+                nudged.append((f[2].estimate, len(nudged), m, f"{plain}, which the fit of the shape rates "
+                                                             f"{here.estimate / f[2].estimate:.3f}× faster"))
+                continue
+            slow = f is not None and f[2].estimate > here.estimate * (1 + FIT_GAIN)
+            (last if slow else middle).append((m, plain if not slow else
+                                               f"{plain}, though the fit of the shape rates it slower"))
+        return first + [(m, why) for _, _, m, why in sorted(nudged, key=lambda o: o[:2])] + middle + last
