@@ -44,6 +44,9 @@ from harnesses.accelsim.model import (
 from harnesses.accelsim.settings import CodesignSettings
 
 
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def combinations(singles: list[tuple[str, Any, float]], reference: float, top: int,
                  fits=lambda changes: True) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
     """Phase D's combined points from its single changes (knob, value, cycles) against the reference
@@ -222,7 +225,7 @@ class CodesignAgent(AgentBase):
             arch = {**stock, **dict(changes)}
             done.add(self.key(kernel, arch))
             what = " and ".join(f"{k} {stock[k]} → {v}" for k, v in changes)
-            p = self.proposal("D", kernel, arch, f"{'two' if len(changes) == 2 else len(changes)} changes from "
+            p = self.proposal("D", kernel, arch, f"{NUMBERS.get(len(changes), len(changes))} changes from "
                                                  f"stock together, the best kernel frozen: {what} (do they add up?)")
             p.knobs["changes"] = [f"{k}={v}" for k, v in changes]
             out.append(p)
