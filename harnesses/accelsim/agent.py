@@ -5,10 +5,9 @@ C kernels the analytical model ranks best, simulated to check the model (trusted
 saved, only when its first pick, held out, beats A and B); D the architecture with the best kernel
 frozen: first one change at a time from stock (what each change buys, and which knobs do nothing at
 this shape), then the best changes in pairs and all together (do they add up?), then TPE over the
-knobs that matter; E the best kernels of B/C crossed with
-the best architectures of D, and the stock kernel on the best architecture (so the cross can be set
-against the sum of its parts). Every candidate's knobs say its phase, kernel and architecture, so the
-walk rebuilds itself from history.
+knobs that matter; E the best kernels of B/C crossed with the best architectures of D, and the stock
+kernel on the best architecture (so the cross can be set against the sum of its parts). Every
+candidate's knobs say its phase, kernel and architecture, so the walk rebuilds itself from history.
 """
 
 from __future__ import annotations
