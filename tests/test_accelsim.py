@@ -708,7 +708,7 @@ def test_the_report_sets_each_combined_point_against_the_sum_of_its_singles():
     rows = [row(0, "B", {}, 1000), row(1, "D", {"a": 1}, 900, change="a=1"), row(2, "D", {"b": 1}, 950, change="b=1"),
             row(3, "D", {"a": 1, "b": 1}, 800, changes=["a=1", "b=1"],
                 left=[{"changes": ["a=1", "c=1"], "why": "area +12.0% over the budget of +10%"}])]
-    data = accelsim_report.combined(rows, stock)
+    data = accelsim_report.combined(rows, accelsim_report.attribution(rows, stock))
     (p,) = data["points"]
     assert (p["additive"], p["interaction"]) == (850, pytest.approx(-0.05))
     assert data["left_out"] == [{"changes": ["a=1", "c=1"], "why": "area +12.0% over the budget of +10%"}]

@@ -63,9 +63,10 @@ def phases(store: Store, run_id: int) -> dict | None:
         table.append({"phase": phase, "seq": best["seq"], "simulated": len(done), "kernel": best["kernel"],
                       "arch_changes": arch_diff, "cycles": best["cycles"], "kernel_cycles": best["kernel_cycles"],
                       "change": change, "pct_of_bound": best["pct_of_bound"], "area_pct": best["area_pct"]})
+    singles = attribution(rows, stock)
     return {"baseline_cycles": base["cycles"] if base else None, "phases": table,
-            "attribution": attribution(rows, stock), "combined": combined(rows, stock), "over_budget": next((r["over_budget"] for r in rows
-                                                                          if r["over_budget"]), []),
+            "attribution": singles, "combined": combined(rows, singles),
+            "over_budget": next((r["over_budget"] for r in rows if r["over_budget"]), []),
             "not_tried": not_tried(rows, settings_phase(config, "D")),
             "cross": cross(rows, base, stock), "model": model_check(rows, settings_phase(config, "C")),
             "budget": settings.budget.model_dump(), "pareto": pareto_front(rows, settings) | {"stock": stock}}
@@ -144,10 +145,11 @@ def attribution(rows: list[dict], stock: dict | None) -> list[dict]:
             for r in singles]
 
 
-def combined(rows: list[dict], stock: dict | None) -> dict:
+def combined(rows: list[dict], attributed: list[dict]) -> dict:
     """Phase D's pairs (and all the best changes together) against the sum of their single changes'
-    savings: where the combined gain comes from, and which combinations were not simulated, with why."""
-    singles = {a["change"]: a for a in attribution(rows, stock)}
+    savings (`attributed`: the attribution's rows): where the combined gain comes from, and which
+    combinations were not simulated, with why."""
+    singles = {a["change"]: a for a in attributed}
     points = []
     for r in rows:
         if r["phase"] != "D" or not r["changes"] or not r["cycles"]:
