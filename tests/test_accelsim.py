@@ -675,9 +675,10 @@ def test_kernels_that_launch_the_same_work_are_one_point():
 
 
 def test_phase_d_pairs_the_best_changes_one_value_a_knob_within_the_budget():
-    """The combined points come from the single changes that bought something: one value a knob (the
-    better scheduler only), the three best; the pairs with the largest sum of savings first, then all
-    three together, each only where the design fits the budget; what does not fit is named."""
+    """The combined points come from the three best single changes, one value a knob (the better
+    scheduler only); the pairs with the largest sum of savings first, then all three together, each
+    only where the design fits the budget; what does not fit is named. Where fewer than three changes
+    bought anything, those that cost least alone fill the places; a change with no effect never does."""
     from harnesses.accelsim.agent import combinations
 
     singles = [("scheduler", "gto", 900), ("scheduler", "two_level_active", 880), ("shmem_banks", 64, 850),
@@ -695,7 +696,16 @@ def test_phase_d_pairs_the_best_changes_one_value_a_knob_within_the_budget():
     assert [("shmem_banks", 64), ("l2_rop_latency", 120)] not in points and all(no_banks_with_rop(p) for p in points)
     assert len(points) == 2  # together, the third change does not fit: no point of three
     assert combinations(singles, 1000, 1) == ([], [])  # one change: nothing to pair
-    assert combinations([("scheduler", "gto", 1000)], 1000, 3) == ([], [])  # nothing bought anything
+    assert combinations([("scheduler", "gto", 1000)], 1000, 3) == ([], [])  # no effect: never paired
+    # One change bought something (the banks); the two that cost least alone join it, not the knob
+    # with no effect (DRAM latency) nor the scheduler's worse value (two-level) nor the costliest.
+    hurt = [("shmem_banks", 64, 850), ("scheduler", "gto", 1004), ("scheduler", "two_level_active", 1021),
+            ("tensor_latency", 16, 1017), ("dram_latency", 100, 1000), ("l2_rop_latency", 120, 1090)]
+    points, over = combinations(hurt, 1000, 3)
+    assert points == [[("shmem_banks", 64), ("scheduler", "gto")],
+                      [("shmem_banks", 64), ("tensor_latency", 16)],
+                      [("scheduler", "gto"), ("tensor_latency", 16)],
+                      [("shmem_banks", 64), ("scheduler", "gto"), ("tensor_latency", 16)]] and over == []
 
 
 def test_the_report_sets_each_combined_point_against_the_sum_of_its_singles():

@@ -49,13 +49,15 @@ NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 def combinations(singles: list[tuple[str, Any, float]], reference: float, top: int,
                  fits=lambda changes: True) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
     """Phase D's combined points from its single changes (knob, value, cycles) against the reference
-    (the best kernel on the stock architecture): the pairs among the `top` best changes that bought
-    something, one value a knob, the most promising pair (the largest sum of savings) first; then all
-    of them together, the best first, each added only while the design `fits` the budget. Returns the
-    points and the pairs that do not fit."""
+    (the best kernel on the stock architecture): the pairs among the `top` best changes, one value a
+    knob, the most promising pair (the largest sum of savings) first; then all of them together, the
+    best first, each added only while the design `fits` the budget. The best changes are those that
+    bought most; where fewer than `top` bought anything, those that cost least alone fill the places
+    (two changes that each cost a little alone can help together). A change with no effect at all is
+    never paired. Returns the points and the pairs that do not fit."""
     best: dict[str, tuple[Any, float]] = {}
     for knob, value, cycles in sorted(singles, key=lambda t: t[2]):
-        if cycles < reference and knob not in best:
+        if cycles != reference and knob not in best:
             best[knob] = (value, cycles)
     chosen = sorted(best.items(), key=lambda kv: kv[1][1])[:top]
     pairs = sorted(([a, b] for i, a in enumerate(chosen) for b in chosen[i + 1:]),

@@ -70,5 +70,6 @@ class CodesignSettings(Strict):
     the best to rank them again on their own PTX (about a second of nvcc each)."""
     pairs: int = Field(3, ge=0)
     """After its single changes, phase D simulates the pairs among this many of the best of them (one
-    value a knob, only changes that bought something) and all of them together, within its budget:
-    whether the changes add up, help each other or get in each other's way."""
+    value a knob; where fewer bought anything, those that cost least alone; never one with no effect)
+    and all of them together, within its budget: whether the changes add up, help each other or get
+    in each other's way."""
