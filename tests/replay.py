@@ -64,6 +64,8 @@ def source_index(space: Space) -> dict[str, tuple[str, dict]]:
 MODEL_DATA = Path(__file__).parent / "data" / "edge_512_model.json"
 AT_512 = ["problem.M=512", "problem.N=512", "problem.K=512"]
 """The co-design campaign at 512³, the shape of the recorded simulations (its default is 1024³)."""
+PHASES_512 = "agent.codesign.phases={B: 12, C: 3, D: 12, E_kernels: 2, E_archs: 2}"
+"""The phase budgets of the recorded 512³ runs."""
 
 
 def recorded_facts(kernel: dict) -> dict | None:
