@@ -12,6 +12,7 @@ candidate's knobs say its phase, kernel and architecture, so the walk rebuilds i
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -218,8 +219,10 @@ class CodesignAgent(AgentBase):
         if ref is None or n <= 0:
             return []
         typed = lambda k, v: next(x for x in self.arch.knobs[k] if str(x) == v)  # noqa: E731
-        fits = lambda changes: self.over_budget({**stock, **dict(changes)}) is None  # noqa: E731
-        combos, over = combinations([(k, typed(k, v), c) for k, v, c in singles], ref, self.n_pairs, fits)
+        # A combination's reason to be over the budget (None: it fits), asked once.
+        why = functools.cache(lambda changes: self.over_budget({**stock, **dict(changes)}))
+        combos, over = combinations([(k, typed(k, v), c) for k, v, c in singles], ref, self.n_pairs,
+                                    lambda changes: why(tuple(changes)) is None)
         todo = [c for c in combos if self.key(kernel, {**stock, **dict(c)}) not in done]
         out = []
         for changes in todo[:n]:
@@ -233,7 +236,7 @@ class CodesignAgent(AgentBase):
         if out and len(todo) == len(combos):  # D's first combined point: what it will not simulate, and why
             named = lambda c: [f"{k}={v}" for k, v in c]  # noqa: E731
             out[0].knobs["combined_left_out"] = (
-                [{"changes": named(c), "why": self.over_budget({**stock, **dict(c)})} for c in over]
+                [{"changes": named(c), "why": why(tuple(c))} for c in over]
                 + [{"changes": named(c), "why": f"phase D's budget ({self.phases.D} simulations) ran out first"}
                    for c in todo[left:]])
         return out
