@@ -59,6 +59,16 @@ def test_ladder_has_the_seed_and_two_families_beyond(space):
         assert len(valid) >= 10, fam.name
 
 
+def test_a_space_that_has_rendered_pickles_and_renders_the_same_after():
+    """An executor sends the agent (or a harness holding its space) to its workers by pickling it."""
+    import pickle
+
+    space = Space("hopper_gemm")
+    knobs = space.families["wgmma_cluster"].default
+    source = space.render("wgmma_cluster", knobs)
+    assert pickle.loads(pickle.dumps(space)).render("wgmma_cluster", knobs) == source
+
+
 def test_every_valid_configuration_renders_a_launchable_manifest(space):
     """Every valid configuration of a family whose product is small; of a larger one (the cluster
     family's millions), the valid ones among 200,000 drawn, which take every value of every knob."""

@@ -105,6 +105,11 @@ class Space:
             raise SpaceError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         self.seeds = seeds_dir or SEEDS / name
 
+    def __getstate__(self) -> dict:
+        """Picklable (an executor sends the agent or a harness holding it to its workers): the template
+        environment, which holds weak references, is made again where it is needed."""
+        return {k: v for k, v in self.__dict__.items() if k != "env"}
+
     @cached_property
     def env(self) -> jinja2.Environment:
         return jinja2.Environment(
