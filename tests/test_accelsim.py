@@ -177,6 +177,11 @@ def test_the_wmma_check_names_the_operand_fix_when_the_simulator_crashes_or_gets
         verdicts[name] = wmma_verdict(h.evaluate(source, build))
     found, hint = verdicts["ok"]
     assert found == "32x32x16 simulated, output checked (31033 cycles)" and hint == ""
+    # The same check on the same build again is read back, and says so.
+    again = standin_harness(tmp_path / "ok", *shape, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0",
+                            STANDIN_OUTPUT="right")
+    assert wmma_verdict(again.evaluate(source, build)) == (
+        "32x32x16 simulated, output checked (31033 cycles, from the simulation cache of this build)", "")
     for name, said in (("crash", "exit code 139 (segmentation fault)"), ("signal", "signal 11 (segmentation fault)"),
                        ("wrong", "got the product wrong (output check FAIL: 1 of 1024 outputs differ")):
         found, hint = verdicts[name]

@@ -316,8 +316,9 @@ class AccelsimHarness(HarnessBase):
 def wmma_verdict(outcome: Outcome) -> tuple[str | None, str]:
     """A doctor row's (found, if missing) from the simulation of the WMMA check kernel."""
     if outcome.status == "ok":
+        cached = ", from the simulation cache of this build" if outcome.metrics.get("cached") else ""
         return f"{WMMA_CHECK_SHAPE['M']}x{WMMA_CHECK_SHAPE['N']}x{WMMA_CHECK_SHAPE['K']} simulated, output checked " \
-               f"({outcome.metrics['cycles']} cycles)", ""
+               f"({outcome.metrics['cycles']} cycles{cached})", ""
     lines = outcome.log.strip().splitlines()
     why = lines[0].replace(simlog.DOCTOR_HINT, "")[:160] if lines else outcome.status
     if outcome.status == "incorrect":
