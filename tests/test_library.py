@@ -19,14 +19,17 @@ from autodiscovery.store.models import Candidate, Evaluation, Run
 from conftest import needs_nvcc
 
 
-def record(store, shape, family, knobs, ratio, cache, parent=None, label=None):
+H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sms": 132}
+
+
+def record(store, shape, family, knobs, ratio, cache, parent=None, label=None, fingerprint=H100):
     space = Space("hopper_gemm")
     knobs = space.families[family].default | knobs
     overrides = [f"problem.{k}={v}" for k, v in zip("MNK", shape)] + [f"harness.cache_dir={cache}"]
     campaign = campaigns.load("hopper-gemm", overrides)
     with store.session() as s:
         run = Run(campaign=f"llama/{label}" if label else "hopper-gemm", agent="search",
-                  config=campaign.model_dump(mode="json"), fingerprint={"gpu": "NVIDIA H100 80GB HBM3", "sms": 132},
+                  config=campaign.model_dump(mode="json"), fingerprint=dict(fingerprint),
                   status="finished", parent_id=parent)
         s.add(run)
         s.flush()
@@ -74,7 +77,8 @@ def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
     maps = first["launch"]["tensor_maps"]  # how the module encodes them: L2 fills promoted as the kernel was tuned
     assert (maps["tmA"]["l2_promotion"], maps["tmB"]["l2_promotion"], maps["tmC"]["l2_promotion"]) == (256, 256, 0)
     assert (out / first["cubin"]).read_bytes()[:4] == b"\x7fELF"
-    assert table["arch"] == "sm_90a" and table["device"] == "NVIDIA H100 80GB HBM3"
+    assert table["arch"] == "sm_90a" and table["device"] == "NVIDIA H100 80GB HBM3" and table["sms"] == 132
+    assert (out / "tuned_gemm.py").is_file() and (out / "tuned_gemm_driver.py").is_file()
 
     # the module, in a fresh process with nothing of AutoDiscovery on its path
     probe = f"""
@@ -95,6 +99,12 @@ err(np.zeros((4096, 256), np.float32).T, f)
 err(f, np.zeros((4096, 4000), np.float32))
 err(f, np.zeros((4096, 4096), np.float32))
 err([[1.0]], f)
+# the tuned kernels run on the GPU model they were tuned on (name and SM count), unless told otherwise
+print(repr(t._other_gpu(0, "NVIDIA H100 80GB HBM3", 132)))
+print(t._other_gpu(1, "NVIDIA H200", 132))
+print(t._other_gpu(0, "NVIDIA H100 80GB HBM3", 114))
+t.use_on_any_hopper()
+print(repr(t._other_gpu(1, "NVIDIA H200", 132)))
 """
     out_lines = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                                env={"PATH": "/usr/bin:/bin"}).stdout.splitlines()
@@ -105,7 +115,32 @@ err([[1.0]], f)
         "ValueError: A is 256×4096 and B is 4096×4000: C = A·Bᵀ needs the same K",
         "TypeError: A is float32; gemm takes bfloat16 operands",
         "TypeError: A is a list: give a PyTorch tensor, a CuPy array or an array with __dlpack__",
+        "''",
+        "CUDA device 1 (NVIDIA H200, 132 SMs) is not the GPU the kernels were tuned on (NVIDIA H100 80GB HBM3, "
+        "132 SMs); use_on_any_hopper() runs them anyway",
+        "CUDA device 0 (NVIDIA H100 80GB HBM3, 114 SMs) is not the GPU the kernels were tuned on (NVIDIA H100 "
+        "80GB HBM3, 132 SMs); use_on_any_hopper() runs them anyway",
+        "''",
     ]
+
+
+@needs_nvcc
+def test_runs_measured_on_different_gpus_are_not_one_library(tmp_path):
+    """A dispatch table states the one GPU its kernels were tuned on: a suite whose runs ran on two models
+    is refused with both named."""
+    store = Store(tmp_path / "runs.db")
+    cache = tmp_path / "cache"
+    pid = two_shape_suite(store)
+    record(store, (256, 4096, 4096), "wgmma_cluster", {}, 0.97, cache, pid, "a")
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, cache, pid, "b",
+           fingerprint={"gpu": "NVIDIA H200", "sms": 132})
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library",
+                                   str(tmp_path / "lib")])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    said = " ".join(res.output.split())
+    assert ("the runs were measured on different GPUs (NVIDIA H100 80GB HBM3 with 132 SMs, NVIDIA H200 with 132 "
+            "SMs): export each GPU's runs on their own") in said, res.output
+    assert not (tmp_path / "lib" / "dispatch.json").exists()
 
 
 def test_export_says_what_it_needs(tmp_path):

@@ -72,19 +72,38 @@ try:
     t.gemm(A.float(), B)
 except TypeError as e:
     out["float32"] = str(e)
+# another GPU model than the table's: cuBLAS, saying why, until use_on_any_hopper()
+M, N, K = t.shapes()[0]
+A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+B = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
+t.TABLE["device"] = "Another GPU"
+t.use_on_any_hopper(False)
+out["other_gpu"] = {"path": t.path(A, B), "rel_err": rel(t.gemm(A, B), torch.matmul(A, B.t()))}
+t.use_on_any_hopper()
+out["any_hopper"] = {"path": t.path(A, B), "rel_err": rel(t.gemm(A, B), torch.matmul(A, B.t()))}
 print(json.dumps(out))
 """
+
+
+def this_gpu() -> dict:
+    """The fingerprint a run on this machine records: the GPU's name and SM count."""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return {"gpu": props["name"].decode(), "sms": props["multiProcessorCount"]}
 
 
 def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     store = Store(tmp_path / "runs.db")
     pid = two_shape_suite(store)
+    gpu = this_gpu()
     record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong"}, 0.97,
-           build_cache, pid, "a")
-    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, build_cache, pid, "b")
+           build_cache, pid, "a", fingerprint=gpu)
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, build_cache, pid, "b", fingerprint=gpu)
     # Stream-K: a workspace of the library's own, its flags left zero by each call for the next.
     record(store, (2048, 2048, 2048), "wgmma_cluster", {"STREAMK": 1, "CTAS": 0, "PRODUCER_REGS": 40,
-                                                       "CONSUMER_REGS": 232}, 0.9, build_cache, pid, "c")
+                                                       "CONSUMER_REGS": 232}, 0.9, build_cache, pid, "c",
+           fingerprint=gpu)
     lib = tmp_path / "lib"
     res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(lib)])
     assert res.exit_code == 0, res.output
@@ -104,3 +123,9 @@ def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     assert out["misaligned"]["path"].startswith("cuBLAS: A is not 16-byte aligned")
     assert out["misaligned"]["rel_err"] < 1e-2
     assert "gemm takes bfloat16 operands" in out["float32"]
+    gpu = this_gpu()
+    assert out["other_gpu"]["path"] == (f"cuBLAS: CUDA device 0 ({gpu['gpu']}, {gpu['sms']} SMs) is not the GPU the "
+                                        f"kernels were tuned on (Another GPU, {gpu['sms']} SMs); use_on_any_hopper() "
+                                        "runs them anyway")
+    assert out["other_gpu"]["rel_err"] < 1e-2
+    assert out["any_hopper"]["path"].startswith("tuned: wgmma_cluster") and out["any_hopper"]["rel_err"] < 1e-2

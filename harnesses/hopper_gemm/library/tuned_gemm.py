@@ -5,11 +5,13 @@
     C = gemm(A, B)            # A: M×K, B: N×K, both bf16, row-major, on one CUDA device; C: M×N bf16
 
 A and B are PyTorch tensors or CuPy arrays (or anything with `__dlpack__`, then with `out=`). Where
-(M, N, K) is in `dispatch.json`, the kernel tuned for it is launched from its cubin (sm_90a, an H100 or
-H200), on the caller's current stream; every other shape, device or alignment goes to the framework's
-own matmul (cuBLAS). `path(A, B)` says which one a call would take, and why; `release()` frees what the
-tuned kernels hold on the GPU. Needs `cuda-python` (`cuda.bindings`) for the tuned kernels; without it
-every call goes to cuBLAS, and `path` says so.
+(M, N, K) is in `dispatch.json`, the kernel tuned for it is launched from its cubin (sm_90a) on the
+caller's current stream; every other shape, device or alignment goes to the framework's own matmul
+(cuBLAS). The tuned kernels run only on the GPU model they were tuned on (its name and SM count, as
+`dispatch.json` records them): a kernel tuned on an H100 can be slower than cuBLAS on an H200.
+`use_on_any_hopper()` lifts that (they are right on any sm_90a GPU). `path(A, B)` says which one a call
+would take, and why; `release()` frees what the tuned kernels hold on the GPU. Needs `cuda-python`
+(`cuda.bindings`) for the tuned kernels; without it every call goes to cuBLAS, and `path` says so.
 """
 
 from __future__ import annotations
@@ -18,6 +20,13 @@ import ctypes
 import json
 from pathlib import Path
 
+try:  # the CUDA driver's side: loading the cubins, tensor maps, launches
+    from . import tuned_gemm_driver as _driver
+except ImportError:  # the folder is on sys.path, not a package
+    import tuned_gemm_driver as _driver
+
+CudaError = _driver.CudaError
+"""A CUDA driver call failed (loading a kernel, encoding a tensor map, a launch)."""
 HERE = Path(__file__).resolve().parent
 TABLE = json.loads((HERE / "dispatch.json").read_text())
 KERNELS = {tuple(k["shape"]): k for k in TABLE["kernels"]}
@@ -72,20 +81,13 @@ class _View:
         self.shape = tuple(t.shape[i] for i in range(t.ndim))
         n = t.ndim
         self.strides = tuple(t.strides[i] for i in range(n)) if t.strides else \
-            tuple(int(_prod(self.shape[i + 1:])) for i in range(n))
+            tuple(int(_driver.prod(self.shape[i + 1:])) for i in range(n))
         self.ptr, self.device = (t.data or 0) + t.byte_offset, t.device.device_id
         code, bits = t.dtype.code, t.dtype.bits
         # CuPy has no bfloat16: its bf16 arrays are uint16 arrays of the same bits
         self.bf16 = bits == 16 and t.dtype.lanes == 1 and (code == _DL_BFLOAT or (code == _DL_UINT and mod == "cupy"))
         kind = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}.get(code, f"type {code}/")
         self.dtype = f"{kind}{bits}" + (" (bf16 bits)" if self.bf16 and code == _DL_UINT else "")
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def _current_stream(x) -> int | None:
@@ -153,187 +155,37 @@ def _cublas(A, B, out):
     raise TypeError(f"{type(A).__name__}: no cuBLAS fallback for this array type (only PyTorch and CuPy)")
 
 
-class _Device:
-    """The tuned kernels loaded on one CUDA device (its primary context)."""
-
-    def __init__(self, index: int) -> None:
-        from cuda.bindings import driver as cu
-
-        self.cu = cu
-        _ok(cu.cuInit(0))
-        dev = _ok(cu.cuDeviceGet(index))
-        major = _ok(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
-        minor = _ok(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
-        self.usable = (major, minor) == (9, 0)
-        self.why = "" if self.usable else f"CUDA device {index} is sm_{major}{minor}; the tuned kernels are sm_90a"
-        self.ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev))
-        self.funcs: dict[tuple, object] = {}
-        self.workspaces: dict[tuple, int] = {}
-
-    def current(self) -> None:
-        if int(_ok(self.cu.cuCtxGetCurrent())) != int(self.ctx):
-            _ok(self.cu.cuCtxSetCurrent(self.ctx))
-
-    def func(self, shape: tuple):
-        f = self.funcs.get(shape)
-        if f is None:
-            cu, entry = self.cu, KERNELS[shape]
-            module = _ok(cu.cuModuleLoadData((HERE / entry["cubin"]).read_bytes()))
-            f = _ok(cu.cuModuleGetFunction(module, entry["launch"]["kernel"].encode()))
-            smem = entry["launch"]["smem"]
-            if smem > 48 * 1024:
-                _ok(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          smem))
-            if _prod(entry["launch"]["cluster"]) > 8:
-                _ok(cu.cuFuncSetAttribute(
-                    f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
-            self.funcs[shape] = f = (module, f)
-        return f[1]
-
-    def launcher(self, shape: tuple, a: _View, b: _View, c: _View, stream: int):
-        """A call with no arguments that launches the kernel of `shape` on these buffers and stream: its
-        arguments (tensor maps included) packed once, the launch itself one ctypes call."""
-        cu, launch = self.cu, KERNELS[shape]["launch"]
-        self.current()
-        params = self._params(launch, shape, a, b, c, stream)
-        f = self.func(shape)
-        (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
-        ctx, current, lib = int(self.ctx), ctypes.c_void_p(), _libcuda()
-        if tuple(launch["cluster"]) == (1, 1, 1):
-            args = (int(f), gx, gy, gz, bx, by, bz, launch["smem"], stream, params["address"], None)
-
-            def go(run=lib.cuLaunchKernel):
-                lib.cuCtxGetCurrent(ctypes.byref(current))
-                if current.value != ctx:
-                    lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
-                if rc := run(*args):
-                    raise CudaError(f"cuLaunchKernel failed with CUDA error {rc}")
-        else:
-            cfg = _config(cu, launch, stream)
-
-            def go():
-                lib.cuCtxGetCurrent(ctypes.byref(current))
-                if current.value != ctx:
-                    lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
-                _ok(cu.cuLaunchKernelEx(cfg, f, params["address"], 0))
-        go.keep = params  # the argument block lives as long as the launcher
-        return go
-
-    def workspace(self, shape: tuple, stream: int) -> int:
-        """The scratch memory (argument W) of `shape`'s kernel on `stream`: zeroed once, then left as the
-        kernel leaves it (zero where it needs zero); launches on one stream take turns with it, another
-        stream has its own."""
-        key = (shape, stream)
-        if key not in self.workspaces:
-            size = KERNELS[shape]["launch"]["workspace"]
-            ptr = _ok(self.cu.cuMemAlloc(size))
-            _ok(self.cu.cuMemsetD8(ptr, 0, size))
-            _ok(self.cu.cuCtxSynchronize())  # zero before any stream's first launch, blocking or not
-            self.workspaces[key] = int(ptr)
-        return self.workspaces[key]
-
-    def release(self) -> int:
-        """Free the scratch memory and unload the cubins, once the work queued on the device is done;
-        returns the bytes of scratch memory freed."""
-        self.current()
-        _ok(self.cu.cuCtxSynchronize())
-        freed = 0
-        for (shape, _), ptr in self.workspaces.items():
-            _ok(self.cu.cuMemFree(ptr))
-            freed += KERNELS[shape]["launch"]["workspace"]
-        for module, _ in self.funcs.values():
-            _ok(self.cu.cuModuleUnload(module))
-        self.workspaces.clear()
-        self.funcs.clear()
-        return freed
-
-    def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: _View, stream: int = 0) -> dict:
-        cu = self.cu
-        M, N, K = shape
-        ptrs = {"A": a.ptr, "B": b.ptr, "C": c.ptr}
-        if launch.get("workspace"):
-            ptrs["W"] = self.workspace(shape, stream)
-        storage = []
-        for arg in launch["args"]:
-            if arg in ptrs:
-                storage.append(ctypes.c_void_p(ptrs[arg]))
-            elif arg in ("M", "N", "K"):
-                storage.append(ctypes.c_int32({"M": M, "N": N, "K": K}[arg]))
-            else:
-                spec = launch["tensor_maps"][arg]
-                rows, cols = {"A": (M, K), "B": (N, K), "C": (M, N)}[spec["tensor"]]
-                storage.append(_tensor_map(cu, spec, ptrs[spec["tensor"]], rows, cols))
-        array = (ctypes.c_void_p * len(storage))(
-            *[s.getPtr() if isinstance(s, cu.CUtensorMap) else ctypes.addressof(s) for s in storage])
-        return {"storage": storage, "array": array, "address": ctypes.addressof(array)}
-
-
-def _config(cu, launch: dict, stream: int):
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = launch["grid"]
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
-    cfg.sharedMemBytes = launch["smem"]
-    cfg.hStream = cu.CUstream(stream)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = launch["cluster"]
-    cfg.attrs, cfg.numAttrs = [attr], 1
-    return cfg
-
-
-def _tensor_map(cu, spec: dict, ptr: int, rows: int, cols: int):
-    """A 2-D bf16 tiled tensor map over a row-major operand, as the run measured the kernel with."""
-    swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[spec["swizzle"]]
-    l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2_promotion"]]
-    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
-    box_rows, box_cols = spec["box"]
-    return _ok(cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, u32(2), ptr, [u64(cols), u64(rows)],
-        [u64(cols * 2)], [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, getattr(cu.CUtensorMapSwizzle,
-                                                                        f"CU_TENSOR_MAP_SWIZZLE_{swz}"),
-        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{l2}"),
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
-
-
-class CudaError(RuntimeError):
-    pass
-
-
-_lib = None
-
-
-def _libcuda() -> ctypes.CDLL:
-    global _lib
-    if _lib is None:
-        _lib = ctypes.CDLL("libcuda.so.1")
-        _lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
-                                        ctypes.c_void_p]
-        _lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
-        _lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
-    return _lib
-
-
-def _ok(result):
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        from cuda.bindings import driver as cu
-
-        _, name = cu.cuGetErrorName(err)
-        raise CudaError(f"CUDA driver call failed: {name.decode() if name else err}")
-    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
-
-
-_devices: dict[int, _Device] = {}
+_devices: dict[int, _driver.Device] = {}
 _missing = ""
+_any_hopper = False
 
 
-def _device(index: int) -> _Device | None:
+def _other_gpu(index: int, name: str, sms: int) -> str:
+    """'' where device `index` (`name`, `sms` SMs) is the GPU the kernels were tuned on, else why not."""
+    tuned = TABLE.get("device")
+    if _any_hopper or not tuned or (name == tuned and sms == TABLE.get("sms", sms)):
+        return ""
+    where = f"{tuned}, {TABLE['sms']} SMs" if TABLE.get("sms") else tuned
+    return (f"CUDA device {index} ({name}, {sms} SMs) is not the GPU the kernels were tuned on ({where}); "
+            "use_on_any_hopper() runs them anyway")
+
+
+def use_on_any_hopper(on: bool = True) -> None:
+    """Launch the tuned kernels on any sm_90a GPU, not only the model they were tuned on: they compute the
+    same product there, at a speed nobody measured."""
+    global _any_hopper
+    _any_hopper = on
+    _launchers.clear()  # the decisions made so far
+    for d in _devices.values():
+        d.judge()
+
+
+def _device(index: int) -> _driver.Device | None:
     global _missing
     d = _devices.get(index)
     if d is None and not _missing:
         try:
-            d = _devices[index] = _Device(index)
+            d = _devices[index] = _driver.Device(index, KERNELS, HERE, _other_gpu)
         except ImportError:
             _missing = "cuda-python (cuda.bindings) is not installed: pip install cuda-python"
     return d
