@@ -276,35 +276,10 @@ class HopperGemmHarness(HarnessBase):
     # ---- a library of tuned kernels ------------------------------------------------------------
     @classmethod
     def export_library(cls, items: list[dict], folder: Path) -> dict:
-        """The best kernels of recorded runs as a library (`library/`): each built for its shape and
-        resolved at it, with what its run measured; for a shape tuned twice, the better one."""
+        """The best kernels of recorded runs as a library (`library.export`)."""
         from harnesses.hopper_gemm import library
 
-        best: dict[tuple, dict] = {}
-        device = arch = sms = None
-        gpus = {(it["fingerprint"].get("gpu"), it["fingerprint"].get("sms")) for it in items}
-        if len(gpus) > 1:
-            raise HarnessError("the runs were measured on different GPUs (" + ", ".join(
-                f"{g} with {n} SMs" for g, n in sorted(gpus, key=str)) + "): export each GPU's runs on their own")
-        for it in items:
-            h = cls(it["campaign"])
-            h.adopt(it["fingerprint"])
-            where = f"run {it['run']} #{it['seq']}"
-            try:
-                launch = h.check(it["source"])
-            except (ManifestError, sandbox.RefusedSource) as exc:
-                raise HarnessError(f"{where}: {exc}") from None
-            build = h.build(it["source"])
-            if not build.ok or not build.artifact:
-                raise HarnessError(f"{where} does not build here: {_first_line(build.log)}")
-            device, sms, arch = it["fingerprint"].get("gpu"), it["fingerprint"].get("sms"), h.settings.arch
-            entry = {"shape": list(h.shape), "label": it["label"], "run": it["run"], "seq": it["seq"],
-                     "family": it["family"], "knobs": it["knobs"], "x_cublas": it["score"],
-                     "x_best_lt": it["figures"].get("x_best_lt"), "tflops": it["figures"].get("tflops"),
-                     "launch": launch.model_dump(mode="json"), "cubin": build.artifact}
-            if h.shape not in best or (entry["x_cublas"] or 0) > (best[h.shape]["x_cublas"] or 0):
-                best[h.shape] = entry
-        return library.write(folder, list(best.values()), device, arch or "sm_90a", sms)
+        return library.export(cls, items, folder)
 
     # ---- measurements ---------------------------------------------------------------------
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:

@@ -10,6 +10,42 @@ from pathlib import Path
 MODULES = [Path(__file__).with_name(n) for n in ("tuned_gemm.py", "tuned_gemm_driver.py")]
 
 
+def export(harness, items: list[dict], folder: Path) -> dict:
+    """The best kernels of recorded runs (`items`, as `export --library` gathers them) as a library: each
+    built for its shape by `harness` (the hopper_gemm harness class) and resolved at it, with what its run
+    measured; for a shape tuned twice, the better one. Runs measured on different GPUs are refused."""
+    from autodiscovery.toolkit import sandbox
+    from autodiscovery.toolkit.text import first_line
+    from harnesses.hopper_gemm import HarnessError
+    from harnesses.hopper_gemm.manifest import ManifestError
+
+    gpus = {(it["fingerprint"].get("gpu"), it["fingerprint"].get("sms")) for it in items}
+    if len(gpus) > 1:
+        raise HarnessError("the runs were measured on different GPUs (" + ", ".join(
+            f"{g} with {n} SMs" for g, n in sorted(gpus, key=str)) + "): export each GPU's runs on their own")
+    best: dict[tuple, dict] = {}
+    device = arch = sms = None
+    for it in items:
+        h = harness(it["campaign"])
+        h.adopt(it["fingerprint"])
+        where = f"run {it['run']} #{it['seq']}"
+        try:
+            launch = h.check(it["source"])
+        except (ManifestError, sandbox.RefusedSource) as exc:
+            raise HarnessError(f"{where}: {exc}") from None
+        build = h.build(it["source"])
+        if not build.ok or not build.artifact:
+            raise HarnessError(f"{where} does not build here: {first_line(build.log) or 'unknown error'}")
+        device, sms, arch = it["fingerprint"].get("gpu"), it["fingerprint"].get("sms"), h.settings.arch
+        entry = {"shape": list(h.shape), "label": it["label"], "run": it["run"], "seq": it["seq"],
+                 "family": it["family"], "knobs": it["knobs"], "x_cublas": it["score"],
+                 "x_best_lt": it["figures"].get("x_best_lt"), "tflops": it["figures"].get("tflops"),
+                 "launch": launch.model_dump(mode="json"), "cubin": build.artifact}
+        if h.shape not in best or (entry["x_cublas"] or 0) > (best[h.shape]["x_cublas"] or 0):
+            best[h.shape] = entry
+    return write(folder, list(best.values()), device, arch or "sm_90a", sms)
+
+
 def write(folder: Path, entries: list[dict], device: str | None, arch: str, sms: int | None = None) -> dict:
     """`entries`: one per tuned shape, each with `shape`, `cubin` (a built artifact's path), `launch` (the
     manifest resolved at that shape) and what the run measured; `device` and `sms`: the GPU they were
