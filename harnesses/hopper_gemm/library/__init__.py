@@ -50,7 +50,8 @@ def write(folder: Path, entries: list[dict], device: str | None, arch: str, sms:
     """`entries`: one per tuned shape, each with `shape`, `cubin` (a built artifact's path), `launch` (the
     manifest resolved at that shape) and what the run measured; `device` and `sms`: the GPU they were
     tuned on, the only one the module launches them on unless told otherwise. Writes folder/dispatch.json,
-    folder/kernels/*.cubin and folder/tuned_gemm.py (with tuned_gemm_driver.py); returns the table, with a `summary` for the command."""
+    folder/kernels/*.cubin and folder/tuned_gemm.py (with tuned_gemm_driver.py); returns the table, with
+    a `summary` for the command."""
     kernels = folder / "kernels"
     kernels.mkdir(parents=True, exist_ok=True)
     table = {"device": device, "sms": sms, "arch": arch, "kernels": []}
