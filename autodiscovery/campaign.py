@@ -91,6 +91,11 @@ class StopRules(Strict):
     reference (cycles) has the one patience."""
     min_gain: float = Field(0.01, ge=0)
     """A challenger must beat the incumbent by more than this fraction, head to head."""
+    decisive: float | None = Field(2.0, gt=1)
+    """A challenger whose own measurement is this many times better than the incumbent's (× the baseline
+    at least doubled, say, or cycles at least halved) is kept without a head-to-head: what separates two
+    processes' measurements is a few percent, so the pair could not go the other way (the first steps of a
+    climb from a naive seed, a warm start's first candidate). None: every keep is confirmed head to head."""
 
 
 class SuiteEntry(Strict):

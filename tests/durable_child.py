@@ -23,7 +23,8 @@ from autodiscovery.agents.search import SearchAgent  # noqa: E402
 from autodiscovery.running.loop import Loop  # noqa: E402
 from autodiscovery.store import Run, Store  # noqa: E402
 
-CAMPAIGN = ["budget.candidates=12", "stop.patience=50", "stop.target=5", "agent.search.batch=3"]
+# Every keep confirmed head to head (stop.decisive off), so that a cut can land in one.
+CAMPAIGN = ["budget.candidates=12", "stop.patience=50", "stop.target=5", "agent.search.batch=3", "stop.decisive=null"]
 
 
 def die(count: int, at: int) -> None:

@@ -47,9 +47,36 @@ def test_climbs_the_ladder_and_keeps_only_improvements(campaign, store):
         assert run.best_candidate_id == best.id
         decisions = list(s.scalars(select(Decision).where(Decision.run_id == run_id)))
     assert len(decisions) == len(evaluated)
-    # Every keep after the first went through a head-to-head with the incumbent.
+    # Every keep after the first went through a head-to-head with the incumbent, unless its own
+    # measurement was at least stop.decisive (2) times the incumbent's.
     kept_after_seed = [d for d in decisions if d.verdict == "keep" and d.incumbent_id is not None]
-    assert len(harness.head_to_heads) >= len(kept_after_seed) > 0
+    score = {c.id: c.measurement.metrics["ratio"]["median"] for c in cands if c.measurement is not None}
+    decisive = [d for d in kept_after_seed if "no head-to-head needed" in d.reason]
+    assert all(score[d.candidate_id] >= 2 * score[d.incumbent_id] for d in decisive)
+    assert all(score[d.candidate_id] < 2 * score[d.incumbent_id] for d in kept_after_seed if d not in decisive)
+    assert len(harness.head_to_heads) >= len(kept_after_seed) - len(decisive) > 0
+
+
+def test_a_keep_far_ahead_of_the_incumbent_needs_no_head_to_head(store, tmp_path):
+    """The climb from the naive seed: a candidate measured at least stop.decisive times the incumbent is
+    kept on its own measurement; with stop.decisive unset, the same climb confirms every keep head to head."""
+    from autodiscovery.store import Store
+
+    def climb(db, overrides):
+        campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", *overrides])
+        loop, harness = make_loop(campaign, db)
+        run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+        with db.session() as s:
+            kept = [d for d in s.scalars(select(Decision).where(Decision.run_id == run_id))
+                    if d.verdict == "keep" and d.incumbent_id is not None]
+        return [r["seq"] for r in report.lineage(db, run_id)], kept, harness.head_to_heads
+
+    chain, kept, h2h = climb(store, [])
+    plain_chain, plain_kept, plain_h2h = climb(Store(tmp_path / "plain.db"), ["stop.decisive=null"])
+    assert chain == plain_chain  # the same decisions, fewer measurements
+    assert any("no head-to-head needed" in d.reason for d in kept)
+    assert len(h2h) < len(plain_h2h) == len(plain_kept)
+    assert not any("no head-to-head needed" in d.reason for d in plain_kept)
 
 
 def test_failures_are_recorded_and_the_run_goes_on(campaign, store):
@@ -252,7 +279,8 @@ def test_on_several_devices_the_head_to_heads_of_a_climb_run_side_by_side(store,
 
     def walk(db, parallel: int):
         campaign = campaigns.load("hopper-gemm", ["budget.candidates=12", "stop.patience=50", "stop.target=5",
-                                                  "agent.search.batch=4", "agent.search.overlap=false"])
+                                                  "agent.search.batch=4", "agent.search.overlap=false",
+                                                  "stop.decisive=null"])  # every keep head to head
         loop, harness = make_loop(campaign, db)
         harness.parallel = parallel
         spans, lock = [], threading.Lock()

@@ -45,10 +45,20 @@ def stop_reason(h: History, campaign: Campaign, elapsed_s: float, llm_usage: tup
     return None
 
 
+def decisive_gain(objective, score: float, incumbent: float, factor: float | None) -> float | None:
+    """How many times better `score` is than the incumbent's where that is at least `factor` (so far
+    beyond the noise between two measurements that no head-to-head could reverse it); else None."""
+    if factor is None or score is None or incumbent is None or score <= 0 or incumbent <= 0:
+        return None
+    gain = score / incumbent if objective.higher_is_better else incumbent / score
+    return gain if gain >= factor else None
+
+
 def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, outcome: Outcome,
            build) -> tuple[str, str]:
     """Keep a candidate that passed and beats the incumbent by more than `stop.min_gain`, confirmed
-    head to head; revert anything else. The decision is recorded before this returns."""
+    head to head unless its own measurement already beats the incumbent's `stop.decisive` times over;
+    revert anything else. The decision is recorded before this returns."""
     margin, objective = campaign.stop.min_gain, harness.objective
     inc = ledger.incumbent()
     inc_score = score_of(inc, objective) if inc is not None else None
@@ -64,6 +74,10 @@ def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, o
     elif not objective.better(score, inc_score, margin):
         verdict, reason = "revert", (f"{objective.format(score)} does not beat the incumbent's "
                                      f"{objective.format(inc_score)} by more than {margin * 100:.3g}%")
+    elif gain := decisive_gain(objective, score, inc_score, campaign.stop.decisive):
+        verdict, reason = "keep", (f"{objective.format(score)} against the incumbent's {objective.format(inc_score)}: "
+                                   f"{gain:.3g}× better, measured apart (no head-to-head needed at "
+                                   f"{campaign.stop.decisive:g}× or more)")
     else:
         eval_id = ledger.begin(cand_id, "head_to_head", inc.id)
         h2h = harness.head_to_head((ledger.candidate(cand_id).source, build), (inc.source, harness.build(inc.source)))

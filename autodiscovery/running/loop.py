@@ -25,7 +25,7 @@ from autodiscovery.interfaces import (
     Record,
 )
 from autodiscovery.running import lease
-from autodiscovery.running.decide import STOPPED, decide, stop_reason
+from autodiscovery.running.decide import STOPPED, decide, decisive_gain, stop_reason
 from autodiscovery.running.evaluate import assess, screen
 from autodiscovery.running.lease import Stop
 from autodiscovery.running.ledger import FAILED, Ledger, counted, score_of, source_hash
@@ -359,7 +359,7 @@ class Loop:
             s = result[2].score if result[2].score is not None else objective.read(result[2].metrics)
             if score is not None and not objective.better(s, score, margin):
                 continue
-            if pair is not None:
+            if pair is not None and decisive_gain(objective, s, score, self.campaign.stop.decisive) is None:
                 wanted.append(((cand.source, result[0]), pair))
             pair, score = (cand.source, result[0]), s
         if len(wanted) < 2 or self.stop.requested:
