@@ -143,6 +143,30 @@ def test_runs_measured_on_different_gpus_are_not_one_library(tmp_path):
     assert not (tmp_path / "lib" / "dispatch.json").exists()
 
 
+@needs_nvcc
+def test_several_suites_make_one_library_with_the_better_kernel_of_a_shape_tuned_twice(tmp_path):
+    """`export 1 4 --library DIR`: the shapes of both suites; where both tuned a shape, the kernel whose run
+    measured more (here the second suite's); `--out` still takes one run."""
+    store = Store(tmp_path / "runs.db")
+    cache = tmp_path / "cache"
+    first = two_shape_suite(store)
+    record(store, (256, 4096, 4096), "wgmma_cluster", {}, 0.97, cache, first, "a")
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, cache, first, "b")
+    again = two_shape_suite(store)
+    better = record(store, (256, 4096, 4096), "wgmma_cluster", {"BN": 128}, 0.99, cache, again, "a")
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {"QSIZE": 3}, 0.95, cache, again, "b")
+    db, out = str(tmp_path / "runs.db"), tmp_path / "lib"
+    res = CliRunner().invoke(app, ["--db", db, "export", str(first), str(again), "--library", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "2 tuned shapes (256×4096×4096, 4096×4096×4096)" in res.output
+    kernels = {tuple(k["shape"]): k for k in json.loads((out / "dispatch.json").read_text())["kernels"]}
+    assert kernels[(256, 4096, 4096)]["run"] == better and kernels[(256, 4096, 4096)]["x_cublas"] == 0.99
+    assert kernels[(256, 4096, 4096)]["launch"]["tile"] == [128, 128]
+    assert kernels[(4096, 4096, 4096)]["x_cublas"] == 1.01
+    res = CliRunner().invoke(app, ["--db", db, "export", str(first), str(again), "--out", str(tmp_path / "b.cu")])
+    assert res.exit_code != 0 and "give one run, not 2" in " ".join(res.output.split())
+
+
 def test_export_says_what_it_needs(tmp_path):
     db = str(tmp_path / "runs.db")
     Store(db)

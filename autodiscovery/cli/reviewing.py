@@ -184,21 +184,26 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
 
 @app.command()
 @friendly
-def export(run_id: Annotated[int, typer.Argument(help="Run id.")],
+def export(run_ids: Annotated[list[int], typer.Argument(
+               help="Run id; with --library, one or more runs or suites.")],
            out: Annotated[Optional[Path], typer.Option(help="Where to write the best kernel's source.")] = None,
            library: Annotated[Optional[Path], typer.Option(
-               help="Write a callable library into this folder instead, as the run's harness makes one: the best "
-                    "kernel of the run (or of each problem of a suite), built, with a module to call them.")] = None,
+               help="Write a callable library into this folder instead, as the runs' harness makes one: the best "
+                    "kernel of each run (or of each problem of a suite; of a shape tuned in several runs, the "
+                    "better), built, with a module to call them.")] = None,
     db: DbOption = None,
 ) -> None:
     """Write the best kernel's source (its launch manifest included) and a JSON summary beside it; or,
     with --library, the tuned kernels as a library a program can call."""
     if (out is None) == (library is None):
         raise AutoDiscoveryError("give --out FILE (the best kernel's source) or --library DIR (a callable library)")
+    if out is not None and len(run_ids) > 1:
+        raise AutoDiscoveryError(f"--out writes one run's best kernel: give one run, not {len(run_ids)}")
+    run_id = run_ids[0]
     if library is not None:
         destination(library, folder=True)
         try:
-            table = report.library(store(db), run_id, library)
+            table = report.library(store(db), run_ids, library)
         except OSError as exc:
             raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
         say(f"wrote {library}/: {table['summary']}")

@@ -411,26 +411,35 @@ def dispatch(store: Store, run_id: int) -> dict:
                 "rows": rows}
 
 
-def library(store: Store, run_id: int, folder) -> dict:
-    """The best kernel of a run, or of each problem of a suite, written as a library by its harness."""
+def library(store: Store, run_ids: int | list[int], folder) -> dict:
+    """The best kernel of each run, or of each problem of a suite, written as a library by their harness;
+    from several runs or suites, the better of a shape tuned in more than one."""
     from autodiscovery.campaign import validate
     from autodiscovery.running.suite import runs_of
 
+    run_ids = [run_ids] if isinstance(run_ids, int) else list(dict.fromkeys(run_ids))
+    items, harness, named = [], None, None
     with store.session() as s:
-        parent = _run(s, run_id)
-        runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
-        harness = harness_of(parent)
-        if not hasattr(harness, "export_library"):
-            raise NotFound(f"run {run_id}: the {harness.name} harness does not write libraries")
-        items = []
-        for label, run in runs.items():
-            if run.best is None:
-                continue
-            m = _metrics(run.best, harness)
-            items.append({"run": run.id, "seq": run.best.seq, "label": label,
-                          "campaign": validate(run.config, f"campaign of run {run.id}"), "fingerprint": run.fingerprint,
-                          "source": run.best.source, "family": run.best.family, "knobs": dict(run.best.knobs),
-                          "score": m["score"], "figures": m["figures"]})
+        for run_id in run_ids:
+            parent = _run(s, run_id)
+            runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
+            this = harness_of(parent)
+            if not hasattr(this, "export_library"):
+                raise NotFound(f"run {run_id}: the {this.name} harness does not write libraries")
+            if harness is not None and this.name != harness.name:
+                raise NotFound(f"run {run_id} was measured by the {this.name} harness and run {named} by "
+                               f"{harness.name}: a library holds one harness's kernels")
+            harness, named = this, run_id
+            for label, run in runs.items():
+                if run.best is None:
+                    continue
+                m = _metrics(run.best, harness)
+                items.append({"run": run.id, "seq": run.best.seq, "label": label,
+                              "campaign": validate(run.config, f"campaign of run {run.id}"),
+                              "fingerprint": run.fingerprint, "source": run.best.source,
+                              "family": run.best.family, "knobs": dict(run.best.knobs),
+                              "score": m["score"], "figures": m["figures"]})
         if not items:
-            raise NotFound(f"run {run_id} has no kept kernel to export")
+            which = f"run {run_ids[0]} has" if len(run_ids) == 1 else f"runs {', '.join(map(str, run_ids))} have"
+            raise NotFound(f"{which} no kept kernel to export")
     return harness.export_library(items, folder)
