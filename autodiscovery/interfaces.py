@@ -66,6 +66,12 @@ class Objective:
         """Whether `a` beats `b` by more than the fraction `margin`."""
         return a > b * (1 + margin) if self.higher_is_better else a < b * (1 - margin)
 
+    def times(self, a: float, b: float) -> float | None:
+        """How many times better `a` is than `b` (below 1: worse); None where either is not positive."""
+        if a is None or b is None or a <= 0 or b <= 0:
+            return None
+        return a / b if self.higher_is_better else b / a
+
     def reached(self, value: float, target: float) -> bool:
         return value >= target if self.higher_is_better else value <= target
 

@@ -411,13 +411,13 @@ def dispatch(store: Store, run_id: int) -> dict:
                 "rows": rows}
 
 
-def library(store: Store, run_ids: int | list[int], folder) -> dict:
+def library(store: Store, run_ids: list[int], folder) -> dict:
     """The best kernel of each run, or of each problem of a suite, written as a library by their harness;
     from several runs or suites, the better of a shape tuned in more than one."""
     from autodiscovery.campaign import validate
     from autodiscovery.running.suite import runs_of
 
-    run_ids = [run_ids] if isinstance(run_ids, int) else list(dict.fromkeys(run_ids))
+    run_ids = list(dict.fromkeys(run_ids))
     items, harness, named = [], None, None
     with store.session() as s:
         for run_id in run_ids:

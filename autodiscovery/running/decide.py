@@ -48,10 +48,8 @@ def stop_reason(h: History, campaign: Campaign, elapsed_s: float, llm_usage: tup
 def decisive_gain(objective, score: float, incumbent: float, factor: float | None) -> float | None:
     """How many times better `score` is than the incumbent's where that is at least `factor` (so far
     beyond the noise between two measurements that no head-to-head could reverse it); else None."""
-    if factor is None or score is None or incumbent is None or score <= 0 or incumbent <= 0:
-        return None
-    gain = score / incumbent if objective.higher_is_better else incumbent / score
-    return gain if gain >= factor else None
+    gain = objective.times(score, incumbent) if factor is not None else None
+    return gain if gain is not None and gain >= factor else None
 
 
 def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, outcome: Outcome,
