@@ -45,9 +45,12 @@ EXPECTED = {
     "grid_too_large.cu": ("rejected", r"grid .* out of range"),
     "too_many_registers.cu": ("rejected", r"launch refused: block of 1024 threads, but this kernel \(\d+ registers"),
     "cluster_too_large.cu": ("rejected", r"cluster \(32, 1, 1\) must hold 1 to 16 blocks"),
+    "skips_dependency_wait.cu": ("incorrect", r"draw 1 \(normal\), launched while the kernel writing its inputs still ran"),
+    "waits_late.cu": ("incorrect", r"draw 1 \(normal\), launched while the kernel writing its inputs still ran"),
     # No way left to cheat: each computes honestly, at a naive kernel's speed.
     "result_cache.cu": ("ok", None),
     "computes_only_when_poisoned.cu": ("ok", None),
+    "dependent_launch_honest.cu": ("ok", None),
 }
 
 

@@ -104,3 +104,19 @@ def test_a_workspace_is_resolved_at_the_shape():
     launch = resolve(parse(source(ws)), 4096, 2048, 512, sms=132)
     assert launch.workspace == 32 * 128 * 128 * 4 and launch.stream_k and launch.args[-1] == "W"
     assert resolve(parse(source(GOOD)), 4096, 2048, 512).workspace == 0
+
+
+def test_a_dependent_launch_is_declared_and_the_families_declare_it_with_the_wait():
+    assert resolve(parse(source(GOOD)), 4096, 2048, 512).pdl is False
+    assert resolve(parse(source(GOOD + "\npdl: true")), 4096, 2048, 512).pdl is True
+    from autodiscovery.agents.space import Space
+
+    space = Space("hopper_gemm")
+    for family in ("wgmma_cluster", "wgmma_splitk"):
+        knobs = space.families[family].default
+        on, off = (space.render(family, {**knobs, "PDL": p}) for p in (1, 0))
+        assert resolve(parse(on), 4096, 2048, 512).pdl and not resolve(parse(off), 4096, 2048, 512).pdl
+        body = on[on.index("extern \"C\" __global__"):]
+        # every thread waits before any global memory: the wait comes before the roles split
+        assert body.index("griddep_wait();") < body.index("const int wg = threadIdx.x / 128;") < body.index("tma_load")
+        assert "griddep_wait();" not in off[off.index("extern \"C\" __global__"):]

@@ -9,6 +9,10 @@
 // scrub:   reads a buffer no kernel writes, after the flush's memset: L2 is left holding clean lines
 //          only, so the timed kernel never pays for writing back the flush's dirty ones.
 // delay:   keeps the GPU busy for a while so the host can queue a timed sample ahead of it.
+// upstream: the kernel before a dependent launch in the gate: it lets the next kernel start at once
+//          (griddepcontrol.launch_dependents), waits, then writes that kernel's inputs and poisons its
+//          output. A kernel that touches global memory before its griddepcontrol.wait reads stale inputs
+//          or has its output overwritten.
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -146,4 +150,32 @@ extern "C" __global__ void delay(u64 ns) {
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+}
+
+// Copy n u16 from src to dst, grid-stride, 16 bytes at a time (cupy buffers are 256-byte aligned).
+__device__ void copy_u16(const u16* __restrict__ src, u16* __restrict__ dst, u64 n) {
+  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, step = (u64)gridDim.x * blockDim.x;
+  const uint4* s = reinterpret_cast<const uint4*>(src);
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  u64 i = first;
+  for (; i + 3 * step < n / 8; i += 4 * step) {  // four loads in flight a thread
+    const uint4 v0 = s[i], v1 = s[i + step], v2 = s[i + 2 * step], v3 = s[i + 3 * step];
+    d[i] = v0, d[i + step] = v1, d[i + 2 * step] = v2, d[i + 3 * step] = v3;
+  }
+  for (; i < n / 8; i += step) d[i] = s[i];
+  for (u64 i = n / 8 * 8 + first; i < n; i += step) dst[i] = src[i];
+}
+
+extern "C" __global__ void upstream(const u16* __restrict__ a_src, u16* __restrict__ a, u64 na,
+                                    const u16* __restrict__ b_src, u16* __restrict__ b, u64 nb,
+                                    u16* __restrict__ c, u64 nc, u64 ns) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  u64 start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+  copy_u16(a_src, a, na);
+  copy_u16(b_src, b, nb);
+  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < nc; i += (u64)gridDim.x * blockDim.x) c[i] = POISON;
 }

@@ -112,8 +112,8 @@ class Kernel:
         if smem > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(cu.cuFuncSetAttribute(self.func, attr, smem))
-        self.config = self._config() if tuple(launch["cluster"]) != (1, 1, 1) else None
-        if self.config is not None:
+        self.config = self._config() if tuple(launch["cluster"]) != (1, 1, 1) or launch.get("pdl") else None
+        if tuple(launch["cluster"]) != (1, 1, 1):
             self._check_cluster()
         self._keep: list = []
         # Scratch memory the manifest asks for (argument W): zero before the first launch.
@@ -146,7 +146,8 @@ class Kernel:
 
     def _config(self) -> cu.CUlaunchConfig:
         launch = self.launch
-        cfg = launch_config(launch["grid"], launch["block"], launch["smem"], launch["cluster"], self.stream)
+        cfg = launch_config(launch["grid"], launch["block"], launch["smem"], launch["cluster"], self.stream,
+                            launch.get("pdl", False))
         if np.prod(launch["cluster"]) > 8:
             allow = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
             try:
@@ -246,18 +247,29 @@ def device_info() -> DeviceInfo:
 CLUSTER_SIZES = (2, 4, 8)
 
 
-def launch_config(grid, block, smem: int, cluster, stream=None) -> cu.CUlaunchConfig:
-    """A driver launch configuration with its cluster shape (the one attribute every launch here sets)."""
+def launch_config(grid, block, smem: int, cluster, stream=None, pdl: bool = False) -> cu.CUlaunchConfig:
+    """A driver launch configuration with its cluster shape (where it has more than one block) and, with
+    `pdl`, as a programmatic dependent launch (its blocks may start before the previous kernel in
+    the stream has finished; they wait for it at griddepcontrol.wait)."""
     cfg = cu.CUlaunchConfig()
     cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block
     cfg.sharedMemBytes = smem
     if stream is not None:
         cfg.hStream = stream
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
-    cfg.attrs, cfg.numAttrs = [attr], 1
+    attrs = []
+    if tuple(cluster) != (1, 1, 1):  # a cluster of one is not asked for: that launch is scheduled differently
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        attrs.append(attr)
+    if pdl:
+        dep = cu.CUlaunchAttribute()
+        dep.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        dep.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(dep)
+    if attrs:
+        cfg.attrs, cfg.numAttrs = attrs, len(attrs)
     return cfg
 
 
@@ -307,7 +319,7 @@ class Helpers:
     def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
         self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
-                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay")}
+                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream")}
         self.stream = cu.CUstream(stream.ptr)
         self.blocks = 4 * sms
 
@@ -342,6 +354,14 @@ class Helpers:
 
     def delay(self, seconds: float) -> None:
         self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)
+
+    def upstream(self, a_src: cp.ndarray, a: cp.ndarray, b_src: cp.ndarray, b: cp.ndarray, c: cp.ndarray,
+                 seconds: float, blocks: int) -> None:
+        """The kernel before a dependent launch: lets it start, waits `seconds`, then copies the inputs
+        into a and b and poisons c. `blocks` few, so the dependent kernel's blocks find SMs free."""
+        p, u64 = ctypes.c_void_p, ctypes.c_uint64
+        self._launch("upstream", [p(a_src.data.ptr), p(a.data.ptr), u64(a.size), p(b_src.data.ptr), p(b.data.ptr),
+                                  u64(b.size), p(c.data.ptr), u64(c.size), u64(int(seconds * 1e9))], blocks=blocks)
 
 
 class PowerSampler:

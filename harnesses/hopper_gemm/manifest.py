@@ -67,6 +67,10 @@ class Manifest(BaseModel):
     ring_k: int | None = Field(None, ge=1)
     """Columns of K whose operand tiles a block's load ring holds in flight (stages × the K of a stage):
     with one tile an SM, what a block loads per L2 round trip (for the fit of the shape; none: not stated)."""
+    pdl: bool = False
+    """Launched as a programmatic dependent launch: the kernel's blocks may start while the kernel before
+    it in the stream is still running, and each must execute `griddepcontrol.wait` before it reads or
+    writes global memory (the gate launches it behind a kernel that writes its inputs late)."""
 
 
 class Launch(BaseModel):
@@ -84,6 +88,7 @@ class Launch(BaseModel):
     workspace: int = 0
     stream_k: bool = False
     ring_k: int | None = None
+    pdl: bool = False
 
 
 def parse(source: str) -> Manifest:
@@ -138,5 +143,5 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     return Launch(
         kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
         smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
-        workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k,
+        workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k, pdl=manifest.pdl,
     )

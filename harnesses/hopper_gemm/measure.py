@@ -33,9 +33,11 @@ DISTRIBUTIONS = ("uniform", "normal", "wide", "blocks", "halves")  # see bench_k
 # distribution moves the ratio by about 1% (data changes power, and these GPUs run at their power
 # limit), so timing keeps to one: uniform, as the timing always has (timings stay comparable).
 TIMED = 1
+GATE_PHASES = ("gate", "dependent")  # the checked launches of the gate (the others: timing's)
 SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
+UPSTREAM_S = 30e-6  # how long the kernel before a dependent launch waits before it writes the inputs
 
 
 class GateFailure(Exception):
@@ -56,7 +58,7 @@ class Check:
     """One checked launch, before its numbers are read back."""
 
     kernel: str
-    phase: str  # gate | estimate | warmup | timed
+    phase: str  # gate | dependent (a gate draw launched behind a kernel that writes its inputs late) | estimate | warmup | timed
     index: int  # draw number in the gate, launch number in the timing
     dist: int
     row: int  # row of the stats table
@@ -93,8 +95,13 @@ def verdict(stats: np.ndarray, tol: Tolerance) -> dict:
 
 def failure(check: Check, r: dict, tol: Tolerance) -> str:
     """Why a checked launch failed, in words the log and the agent can use."""
-    where = (f"draw {check.index} ({DISTRIBUTIONS[check.dist]})" if check.phase == "gate"
-             else f"{check.phase} launch {check.index} ({DISTRIBUTIONS[check.dist]} inputs)")
+    if check.phase == "gate":
+        where = f"draw {check.index} ({DISTRIBUTIONS[check.dist]})"
+    elif check.phase == "dependent":
+        where = (f"draw {check.index} ({DISTRIBUTIONS[check.dist]}), launched while the kernel writing its inputs "
+                 "still ran (pdl: every block must execute griddepcontrol.wait before it touches global memory)")
+    else:
+        where = f"{check.phase} launch {check.index} ({DISTRIBUTIONS[check.dist]} inputs)"
     if not r["inputs_unchanged"]:
         return f"{where}: the kernel modified its inputs"
     if r["nonfinite"]:
@@ -125,6 +132,7 @@ class Bench:
         """Read after the flush's memset: L2 then holds only clean lines, whose eviction costs the timed
         kernel nothing (the memset's dirty lines cost a memory-bound kernel ~10% of its time)."""
         self.sink = cp.zeros(1, cp.uint32)
+        self._aside: tuple[cp.ndarray, cp.ndarray] | None = None  # inputs set aside for arrive_late
         self.checks: list[Check] = []
         self._stats: list[cp.ndarray] = []
         self.baseline = self._baseline(baseline, lt_algo)
@@ -216,17 +224,36 @@ class Bench:
         """
         first = len(self.checks)
         nslots = min(self.max_slots, 2)
+        dependent = bool(kernel.launch.get("pdl"))
         for d in range(draws):
             draw = Draw(d % nslots, self.seed(), d % len(DISTRIBUTIONS))
             self.prepare(draw)
+            late = dependent and d % 2 == 1
+            if late:  # every other draw: the inputs arrive from the kernel before, late
+                self.arrive_late(draw.slot)
             kernel(kernel.bind(*self.slot(draw.slot)))
-            self.check(draw.slot, name, "gate", d)
+            self.check(draw.slot, name, "dependent" if late else "gate", d)
         out = []
         for c, r in self.results(tolerance)[first:]:
-            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]})
+            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]} | ({"dependent": True} if c.phase == "dependent" else {}))
             if not r["ok"]:
                 raise GateFailure(failure(c, r, tolerance))
         return out
+
+    def arrive_late(self, slot: int) -> None:
+        """Make the slot's inputs arrive from the kernel queued before the next launch: they are copied
+        aside and poisoned, and `upstream` lets the next kernel start at once, waits UPSTREAM_S, copies
+        them back and poisons C. A dependent launch that reads or writes global memory before its
+        griddepcontrol.wait computes from NaN, or loses its output to the poison."""
+        A, B, C = self.slot(slot)
+        if self._aside is None or self._aside[0].shape != A.shape:
+            self._aside = (cp.empty_like(A), cp.empty_like(B))
+        a, b = self._aside
+        a[...] = A
+        b[...] = B
+        self.helpers.poison(A)
+        self.helpers.poison(B)
+        self.helpers.upstream(a, A, b, B, C, UPSTREAM_S, blocks=max(1, self.info.sms // 8))
 
     def errors(self, kernel: Kernel, name: str, per_dist: int, tolerance: Tolerance) -> dict[str, list[dict]]:
         """Gate-like launches that never stop at a failure: results by distribution (for calibration)."""

@@ -127,6 +127,7 @@ def benchmark(job: dict) -> dict:
         device_info,
     )
     from harnesses.hopper_gemm.measure import (
+        GATE_PHASES,
         Bench,
         GateFailure,
         Tolerance,
@@ -169,7 +170,7 @@ def benchmark(job: dict) -> dict:
     if screened:
         metrics["screened"] = {"pairs": len(times), "below": round(below, 5)}
     results = bench.results(tol)
-    checked = [(c, r) for c, r in results if c.phase != "gate"]
+    checked = [(c, r) for c, r in results if c.phase not in GATE_PHASES]
     t_time = elapsed(t)
     metrics["checked_launches"] = {n: sum(c.kernel == n for c, _ in results) for n in kernels}
     metrics["worst_rel_err"] = {n: max((r["rel_err"] for c, r in checked if c.kernel == n), default=None)
@@ -214,12 +215,13 @@ def replay(job: dict) -> dict:
     kernel's own outcome, with its × baseline from the pairs it shared with the baseline."""
     from autodiscovery.toolkit.stats import summarize_ratio
     from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
-    from harnesses.hopper_gemm.measure import Bench, GateFailure, Tolerance, failure
+    from harnesses.hopper_gemm.measure import GATE_PHASES, Bench, GateFailure, Tolerance, failure
 
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
     info = device_info()
-    bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"))
+    both = job.get("lt_algo") is not None and s.get("both_baselines", True)
+    bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"), both)
     steps: dict[str, dict] = {}
     kernels = {}
     for name, spec in job["kernels"].items():
@@ -232,14 +234,14 @@ def replay(job: dict) -> dict:
         except GateFailure as exc:
             steps[name] = {"status": "incorrect", "log": str(exc)}
     if kernels:
-        order = [*kernels, "cublas"]
+        order = [*kernels, "cublas"] + [bench.other_kind] * both
         times, inner, _ = bench.interleave({n: kernels.get(n) for n in order}, s["repetitions"], s["warmup_ms"],
                                            s["sample_ms"], s["timing_budget_s"])
         results = bench.results(tol)
         flops = 2 * M * N * K
-        base = times[:, -1]
+        base = times[:, len(kernels)]
         for k, name in enumerate(kernels):
-            bad = [(c, r) for c, r in results if c.kernel == name and c.phase != "gate" and not r["ok"]]
+            bad = [(c, r) for c, r in results if c.kernel == name and c.phase not in GATE_PHASES and not r["ok"]]
             if bad:
                 steps[name] = {"status": "incorrect", "log": failure(*bad[0], tol)}
                 continue
@@ -248,6 +250,9 @@ def replay(job: dict) -> dict:
             metrics = {"ms": ms, "tflops": {n: flops / (v * 1e-3) / 1e12 for n, v in ms.items()},
                        "pairs": len(times), "ratio": summarize_ratio(ratios.tolist(), s["confidence"]),
                        "peak_tflops": info.peak_tflops, "baseline": s["baseline"]}
+            if both:  # × the other cuBLAS too, from the same rotation
+                other = summarize_ratio((times[:, -1] / times[:, k]).tolist(), s["confidence"])
+                metrics["vs"] = {s["baseline"]: metrics["ratio"], bench.other_kind: other}
             if info.peak_tflops and metrics["tflops"]["candidate"] > info.peak_tflops:
                 steps[name] = {"status": "rejected", "metrics": metrics,
                                "log": f"timed above the dense bf16 peak of {info.name}: the measurement was fooled"}

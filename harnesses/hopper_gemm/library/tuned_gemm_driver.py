@@ -71,7 +71,7 @@ class Device:
         f = self.func(shape)
         (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
         ctx, current, lib = int(self.ctx), ctypes.c_void_p(), _libcuda()
-        if tuple(launch["cluster"]) == (1, 1, 1):
+        if tuple(launch["cluster"]) == (1, 1, 1) and not launch.get("pdl"):
             args = (int(f), gx, gy, gz, bx, by, bz, launch["smem"], stream, params["address"], None)
 
             def go(run=lib.cuLaunchKernel):
@@ -146,10 +146,19 @@ def _config(cu, launch: dict, stream: int):
     cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
     cfg.sharedMemBytes = launch["smem"]
     cfg.hStream = cu.CUstream(stream)
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = launch["cluster"]
-    cfg.attrs, cfg.numAttrs = [attr], 1
+    attrs = []
+    if tuple(launch["cluster"]) != (1, 1, 1):
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = launch["cluster"]
+        attrs.append(attr)
+    if launch.get("pdl"):  # a dependent launch, as the run measured it: it waits for the kernel before itself
+        dep = cu.CUlaunchAttribute()
+        dep.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        dep.value.programmaticStreamSerializationAllowed = 1
+        attrs.append(dep)
+    if attrs:
+        cfg.attrs, cfg.numAttrs = attrs, len(attrs)
     return cfg
 
 
