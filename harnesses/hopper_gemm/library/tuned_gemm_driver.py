@@ -80,14 +80,17 @@ class Device:
                     lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
                 if rc := run(*args):
                     raise CudaError(f"cuLaunchKernel failed with CUDA error {rc}")
-        else:
-            cfg = _config(cu, launch, stream)
+        else:  # a cluster or a dependent launch: cuLaunchKernelEx, its configuration packed once
+            cfg = _config(launch, stream)
+            args = (ctypes.addressof(cfg), int(f), params["address"], None)
 
-            def go():
+            def go(run=lib.cuLaunchKernelEx):
                 lib.cuCtxGetCurrent(ctypes.byref(current))
                 if current.value != ctx:
                     lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
-                ok(cu.cuLaunchKernelEx(cfg, f, params["address"], 0))
+                if rc := run(*args):
+                    raise CudaError(f"cuLaunchKernelEx failed with CUDA error {rc}")
+            params["config"] = cfg
         go.keep = params  # the argument block lives as long as the launcher
         return go
 
@@ -140,25 +143,38 @@ class Device:
         return {"storage": storage, "array": array, "address": ctypes.addressof(array)}
 
 
-def _config(cu, launch: dict, stream: int):
-    cfg = cu.CUlaunchConfig()
-    cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = launch["grid"]
-    cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = launch["block"]
-    cfg.sharedMemBytes = launch["smem"]
-    cfg.hStream = cu.CUstream(stream)
+class _Attribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, a 64-byte value (cuda.h)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint32 * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h)."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_Attribute)), ("num_attrs", ctypes.c_uint)]
+
+
+CLUSTER_DIMENSION, PROGRAMMATIC_STREAM_SERIALIZATION = 4, 6  # CUlaunchAttributeID
+
+
+def _config(launch: dict, stream: int) -> _LaunchConfig:
+    """The launch configuration of a cluster (more than one block) and/or a dependent launch, as the run
+    measured the kernel: a dependent launch waits for the kernel before itself (griddepcontrol.wait)."""
     attrs = []
     if tuple(launch["cluster"]) != (1, 1, 1):
-        attr = cu.CUlaunchAttribute()
-        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = launch["cluster"]
-        attrs.append(attr)
-    if launch.get("pdl"):  # a dependent launch, as the run measured it: it waits for the kernel before itself
-        dep = cu.CUlaunchAttribute()
-        dep.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        dep.value.programmaticStreamSerializationAllowed = 1
-        attrs.append(dep)
-    if attrs:
-        cfg.attrs, cfg.numAttrs = attrs, len(attrs)
+        a = _Attribute(id=CLUSTER_DIMENSION)
+        a.value[0], a.value[1], a.value[2] = launch["cluster"]
+        attrs.append(a)
+    if launch.get("pdl"):
+        a = _Attribute(id=PROGRAMMATIC_STREAM_SERIALIZATION)
+        a.value[0] = 1
+        attrs.append(a)
+    array = (_Attribute * len(attrs))(*attrs)
+    cfg = _LaunchConfig((ctypes.c_uint * 3)(*launch["grid"]), (ctypes.c_uint * 3)(*launch["block"]), launch["smem"],
+                        stream or None, ctypes.cast(array, ctypes.POINTER(_Attribute)), len(attrs))
+    cfg._attrs = array  # kept alive with the configuration
     return cfg
 
 
@@ -190,6 +206,7 @@ def _libcuda() -> ctypes.CDLL:
         _lib = ctypes.CDLL("libcuda.so.1")
         _lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p,
                                         ctypes.c_void_p]
+        _lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         _lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         _lib.cuCtxSetCurrent.argtypes = [ctypes.c_void_p]
     return _lib
