@@ -236,3 +236,31 @@ def test_a_move_of_a_knob_outside_the_shape_knobs_goes_first_where_the_fit_rates
         lead = [k for k, why in order if why.startswith("the fit of the shape rates")]
         assert (fam.default | tile | {"L2_PROMO": 256} in lead) is first
         assert any(k == best | {"L2_PROMO": 256} for k, _ in order)
+
+
+def test_a_run_recorded_before_a_knob_existed_resumes_its_walk_from_its_best(space):
+    """Configurations recorded before the cluster family had PDL and L2_PROMO are read as what they were
+    (both 0, what the template renders without them): the family's best among them is found and its
+    knob moves start from it, never proposing it again as new."""
+    fam = space.families["wgmma_cluster"]
+    old = {k: v for k, v in fam.default.items() if k not in ("PDL", "L2_PROMO")} | {"QSIZE": 6, "BN": 128}
+    assert fam.complete(old) == old | {"PDL": 0, "L2_PROMO": 0}
+    assert fam.complete({"BM": 128}) == {"BM": 128}  # lacks knobs that never were absent: left alone
+    harness, campaign = harness_at(512, 4096, 4096)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    seed = Record(seq=0, family="naive", knobs={}, status="kept", score=0.001, kept=True, source_hash="s")
+    best = Record(seq=1, family="wgmma_cluster", knobs=old, status="kept", score=0.98, kept=True, source_hash="b")
+    worse = Record(seq=2, family="wgmma_cluster", knobs=old | {"QSIZE": 5}, status="reverted", score=0.95,
+                   kept=False, source_hash="w")
+    structural_done = [Record(seq=3 + i, family=f.name, knobs=dict(f.default), status="reverted", score=0.5,
+                              kept=False, source_hash=f"f{i}") for i, f in enumerate(space.ladder())
+                       if f.rung > 0 and f.name != "wgmma_cluster"]
+    history = History([seed, best, worse, *structural_done], best, GEMM)
+    moves = agent.propose(history, 6)
+    cluster = [m for m in moves if m.family == "wgmma_cluster"]
+    assert cluster and all("relative to the family's best (0.98" in m.hypothesis for m in cluster)
+    done = {canon(fam.complete(old)), canon(fam.complete(old | {"QSIZE": 5}))}
+    assert not any(canon(m.knobs) in done for m in cluster)
+    base = fam.complete(old)  # each a neighbour of it: one knob moved (two where a constraint needs it)
+    assert all(1 <= sum(m.knobs[k] != base[k] for k in m.knobs) <= 2 for m in cluster)

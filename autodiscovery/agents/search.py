@@ -20,6 +20,8 @@ given `agent.search.seed` gives the same walk.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import math
 import random
@@ -164,7 +166,20 @@ class SearchAgent(AgentBase):
         return out
 
     # ---- the walk ---------------------------------------------------------------------------
+    def completed(self, history: History) -> History:
+        """The history with each recorded configuration completed by the knobs its family gained since
+        (at the values it had without them), so a run recorded before a knob existed resumes its walk."""
+        done = {}
+        for r in history.records:
+            fam = self.space.families.get(r.family or "")
+            knobs = fam.complete(r.knobs) if fam is not None and r.knobs else r.knobs
+            done[id(r)] = r if knobs is r.knobs else dataclasses.replace(r, knobs=knobs)
+        inc = history.incumbent
+        return dataclasses.replace(history, records=[done[id(r)] for r in history.records],
+                                   incumbent=done.get(id(inc), inc) if inc is not None else None)
+
     def propose(self, history: History, n: int) -> list[Proposal]:
+        history = self.completed(history)
         tried = {(r.family, canon(r.knobs)) for r in history.records}
         out: list[Proposal] = self._warm_moves(tried, n)
         if out:  # measured first: the climb below starts from where they leave the incumbent

@@ -50,6 +50,9 @@ class Family(BaseModel):
     shape_knobs: list[str] = []
     """Knobs whose best value depends on the problem's shape (tile sizes, CTA count, K split): a structural
     move sets them where the harness's fit of the shape is best, the others at their default."""
+    absent: dict[str, int | str] = {}
+    """Knobs added after configurations were recorded, each with the value a configuration without it has
+    (what the template renders when it is not given): a recorded configuration lacking them is that one."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Family:
@@ -62,7 +65,18 @@ class Family(BaseModel):
         for k, v in self.default.items():
             if v not in self.knobs[k]:
                 raise ValueError(f"default {k}={v} is not among its values {self.knobs[k]}")
+        for k, v in self.absent.items():
+            if v not in self.knobs.get(k, []):
+                raise ValueError(f"absent {k}={v} is not one of the knobs' values")
         return self
+
+    def complete(self, knobs: dict[str, Any]) -> dict[str, Any]:
+        """A recorded configuration with the knobs added since it was recorded at their `absent` values
+        (unchanged where it lacks any other knob, or lacks none)."""
+        missing = [k for k in self.knobs if k not in knobs]
+        if not missing or any(k not in self.absent for k in missing):
+            return knobs
+        return {**knobs, **{k: self.absent[k] for k in missing}}
 
     def violations(self, knobs: dict[str, Any], shape: dict[str, int]) -> list[str]:
         """The reasons this configuration is invalid (empty when it is valid)."""
