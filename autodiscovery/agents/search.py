@@ -21,7 +21,6 @@ given `agent.search.seed` gives the same walk.
 from __future__ import annotations
 
 import dataclasses
-
 import functools
 import math
 import random

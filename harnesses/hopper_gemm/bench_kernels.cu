@@ -144,13 +144,16 @@ extern "C" __global__ void scrub(const uint4* __restrict__ in, u64 n, u32* __res
   if (x == 0x5EEDF00Du) *sink = x;  // the buffer holds zeros: never taken, but the loads must stay
 }
 
-extern "C" __global__ void delay(u64 ns) {
+// Spin for `ns` nanoseconds of the GPU's global timer.
+__device__ void spin(u64 ns) {
   u64 start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
 }
+
+extern "C" __global__ void delay(u64 ns) { spin(ns); }
 
 // Copy n u16 from src to dst, grid-stride, 16 bytes at a time (cupy buffers are 256-byte aligned).
 __device__ void copy_u16(const u16* __restrict__ src, u16* __restrict__ dst, u64 n) {
@@ -170,11 +173,7 @@ extern "C" __global__ void upstream(const u16* __restrict__ a_src, u16* __restri
                                     const u16* __restrict__ b_src, u16* __restrict__ b, u64 nb,
                                     u16* __restrict__ c, u64 nc, u64 ns) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  u64 start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
+  spin(ns);
   copy_u16(a_src, a, na);
   copy_u16(b_src, b, nb);
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < nc; i += (u64)gridDim.x * blockDim.x) c[i] = POISON;

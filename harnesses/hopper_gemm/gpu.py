@@ -112,8 +112,9 @@ class Kernel:
         if smem > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(cu.cuFuncSetAttribute(self.func, attr, smem))
-        self.config = self._config() if tuple(launch["cluster"]) != (1, 1, 1) or launch.get("pdl") else None
-        if tuple(launch["cluster"]) != (1, 1, 1):
+        clustered = tuple(launch["cluster"]) != (1, 1, 1)
+        self.config = self._config() if clustered or launch.get("pdl") else None
+        if clustered:
             self._check_cluster()
         self._keep: list = []
         # Scratch memory the manifest asks for (argument W): zero before the first launch.

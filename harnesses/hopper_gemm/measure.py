@@ -58,7 +58,7 @@ class Check:
     """One checked launch, before its numbers are read back."""
 
     kernel: str
-    phase: str  # gate | dependent (a gate draw launched behind a kernel that writes its inputs late) | estimate | warmup | timed
+    phase: str  # gate | dependent (a gate draw behind a kernel that writes its inputs late) | estimate | warmup | timed
     index: int  # draw number in the gate, launch number in the timing
     dist: int
     row: int  # row of the stats table
@@ -235,7 +235,8 @@ class Bench:
             self.check(draw.slot, name, "dependent" if late else "gate", d)
         out = []
         for c, r in self.results(tolerance)[first:]:
-            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]} | ({"dependent": True} if c.phase == "dependent" else {}))
+            late = {"dependent": True} if c.phase == "dependent" else {}
+            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]} | late)
             if not r["ok"]:
                 raise GateFailure(failure(c, r, tolerance))
         return out
@@ -246,7 +247,7 @@ class Bench:
         them back and poisons C. A dependent launch that reads or writes global memory before its
         griddepcontrol.wait computes from NaN, or loses its output to the poison."""
         A, B, C = self.slot(slot)
-        if self._aside is None or self._aside[0].shape != A.shape:
+        if self._aside is None:  # one pair for the bench's shape, made at its first use
             self._aside = (cp.empty_like(A), cp.empty_like(B))
         a, b = self._aside
         a[...] = A
