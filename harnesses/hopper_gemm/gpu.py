@@ -356,13 +356,15 @@ class Helpers:
     def delay(self, seconds: float) -> None:
         self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)
 
-    def upstream(self, a_src: cp.ndarray, a: cp.ndarray, b_src: cp.ndarray, b: cp.ndarray, c: cp.ndarray,
-                 seconds: float, blocks: int) -> None:
-        """The kernel before a dependent launch: lets it start, waits `seconds`, then copies the inputs
-        into a and b and poisons c. `blocks` few, so the dependent kernel's blocks find SMs free."""
-        p, u64 = ctypes.c_void_p, ctypes.c_uint64
-        self._launch("upstream", [p(a_src.data.ptr), p(a.data.ptr), u64(a.size), p(b_src.data.ptr), p(b.data.ptr),
-                                  u64(b.size), p(c.data.ptr), u64(c.size), u64(int(seconds * 1e9))], blocks=blocks)
+    def upstream(self, go: int, epoch: int, a_src: cp.ndarray, a: cp.ndarray, b_src: cp.ndarray, b: cp.ndarray,
+                 c: cp.ndarray, seconds: float, blocks: int) -> None:
+        """The kernel before a dependent launch: lets it start, waits for the host to write `epoch` into
+        the mapped word at `go` (once it has queued that launch), waits `seconds` more, then copies the
+        inputs into a and b and poisons c. `blocks` few, so the dependent kernel's blocks find SMs free."""
+        p, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
+        self._launch("upstream", [p(go), u32(epoch), p(a_src.data.ptr), p(a.data.ptr), u64(a.size), p(b_src.data.ptr),
+                                  p(b.data.ptr), u64(b.size), p(c.data.ptr), u64(c.size), u64(int(seconds * 1e9))],
+                     blocks=blocks)
 
 
 class PowerSampler:

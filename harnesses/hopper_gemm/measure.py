@@ -133,6 +133,8 @@ class Bench:
         kernel nothing (the memset's dirty lines cost a memory-bound kernel ~10% of its time)."""
         self.sink = cp.zeros(1, cp.uint32)
         self._aside: tuple[cp.ndarray, cp.ndarray] | None = None  # inputs set aside for arrive_late
+        self._go: tuple[cp.cuda.PinnedMemoryPointer, np.ndarray] | None = None  # arrive_late's host-written word
+        self._epoch = 0
         self.checks: list[Check] = []
         self._stats: list[cp.ndarray] = []
         self.baseline = self._baseline(baseline, lt_algo)
@@ -231,7 +233,11 @@ class Bench:
             late = dependent and d % 2 == 1
             if late:  # every other draw: the inputs arrive from the kernel before, late
                 self.arrive_late(draw.slot)
-            kernel(kernel.bind(*self.slot(draw.slot)))
+            try:
+                kernel(kernel.bind(*self.slot(draw.slot)))
+            finally:
+                if late:
+                    self.release_upstream()
             self.check(draw.slot, name, "dependent" if late else "gate", d)
         out = []
         for c, r in self.results(tolerance)[first:]:
@@ -243,18 +249,28 @@ class Bench:
 
     def arrive_late(self, slot: int) -> None:
         """Make the slot's inputs arrive from the kernel queued before the next launch: they are copied
-        aside and poisoned, and `upstream` lets the next kernel start at once, waits UPSTREAM_S, copies
-        them back and poisons C. A dependent launch that reads or writes global memory before its
-        griddepcontrol.wait computes from NaN, or loses its output to the poison."""
+        aside and poisoned, and `upstream` lets the next kernel start at once, holds until
+        `release_upstream` (called once that launch is queued), waits UPSTREAM_S, copies them back and
+        poisons C. A dependent launch that reads or writes global memory before its griddepcontrol.wait
+        computes from NaN, or loses its output to the poison, whatever the host's pace between the two."""
         A, B, C = self.slot(slot)
         if self._aside is None:  # one pair for the bench's shape, made at its first use
             self._aside = (cp.empty_like(A), cp.empty_like(B))
+        if self._go is None:  # a word of mapped host memory, read by the GPU where the host wrote it
+            mem = cp.cuda.PinnedMemoryPointer(cp.cuda.PinnedMemory(4, cp.cuda.runtime.hostAllocMapped), 0)
+            self._go = (mem, np.frombuffer(mem, np.uint32, 1))
         a, b = self._aside
         a[...] = A
         b[...] = B
         self.helpers.poison(A)
         self.helpers.poison(B)
-        self.helpers.upstream(a, A, b, B, C, UPSTREAM_S, blocks=max(1, self.info.sms // 8))
+        self._epoch = self._epoch % 0xFFFFFFFF + 1
+        self.helpers.upstream(self._go[0].ptr, self._epoch, a, A, b, B, C, UPSTREAM_S,
+                              blocks=max(1, self.info.sms // 8))
+
+    def release_upstream(self) -> None:
+        """The dependent launch is queued: the kernel before it may go on (see arrive_late)."""
+        self._go[1][0] = self._epoch
 
     def errors(self, kernel: Kernel, name: str, per_dist: int, tolerance: Tolerance) -> dict[str, list[dict]]:
         """Gate-like launches that never stop at a failure: results by distribution (for calibration)."""
