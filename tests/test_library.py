@@ -61,14 +61,17 @@ def test_a_suite_exports_a_library_of_its_tuned_shapes(tmp_path):
     store = Store(tmp_path / "runs.db")
     cache = tmp_path / "cache"
     pid = two_shape_suite(store)
-    record(store, (256, 4096, 4096), "wgmma_cluster", {"BM": 64, "BN": 128, "SCHEDULE": "pingpong", "L2_PROMO": 256},
-           0.97, cache, pid, "a")
+    slower = record(store, (256, 4096, 4096), "wgmma_cluster",
+                    {"BM": 64, "BN": 128, "SCHEDULE": "pingpong", "L2_PROMO": 256}, 0.97, cache, pid, "a")
     record(store, (4096, 4096, 4096), "wgmma_ws", {}, 1.01, cache, pid, "b")
 
     out = tmp_path / "lib"
     res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(out)])
     assert res.exit_code == 0, res.output
-    assert "2 tuned shapes (256×4096×4096, 4096×4096×4096)" in res.output
+    said = " ".join(res.output.split())
+    assert "2 tuned shapes (256×4096×4096, 4096×4096×4096)" in said
+    assert ("1 measured slower than cuBLAS in their runs (256×4096×4096 0.970×), which gemm leaves to cuBLAS unless "
+            "use_slower_kernels()") in said
     table = json.loads((out / "dispatch.json").read_text())
     first = table["kernels"][0]
     assert first["shape"] == [256, 4096, 4096] and first["family"] == "wgmma_cluster" and first["x_cublas"] == 0.97
@@ -99,6 +102,13 @@ err(np.zeros((4096, 256), np.float32).T, f)
 err(f, np.zeros((4096, 4000), np.float32))
 err(f, np.zeros((4096, 4096), np.float32))
 err([[1.0]], f)
+# a shape whose tuned kernel measured slower than cuBLAS goes to cuBLAS, unless told otherwise
+print(t._slower((256, 4096, 4096)))
+print(repr(t._slower((4096, 4096, 4096))))
+t.use_slower_kernels()
+print(repr(t._slower((256, 4096, 4096))))
+t.use_slower_kernels(False)
+print(t._route(None, None, None, (256, 4096, 4096)))
 # the tuned kernels run on the GPU model they were tuned on (name and SM count), unless told otherwise
 print(repr(t._other_gpu(0, "NVIDIA H100 80GB HBM3", 132)))
 print(t._other_gpu(1, "NVIDIA H200", 132))
@@ -115,6 +125,10 @@ print(repr(t._other_gpu(1, "NVIDIA H200", 132)))
         "ValueError: A is 256×4096 and B is 4096×4000: C = A·Bᵀ needs the same K",
         "TypeError: A is float32; gemm takes bfloat16 operands",
         "TypeError: A is a list: give a PyTorch tensor, a CuPy array or an array with __dlpack__",
+        f"its tuned kernel measured 0.970× cuBLAS (run {slower} #3); use_slower_kernels() runs it anyway",
+        "''",
+        "''",
+        f"its tuned kernel measured 0.970× cuBLAS (run {slower} #3); use_slower_kernels() runs it anyway",
         "''",
         "CUDA device 1 (NVIDIA H200, 132 SMs) is not the GPU the kernels were tuned on (NVIDIA H100 80GB HBM3, "
         "132 SMs); use_on_any_hopper() runs them anyway",

@@ -1,6 +1,7 @@
 """On an H100/H200 with PyTorch: an exported library loaded in a fresh process, its gemm checked against
-cuBLAS (torch.matmul) on tuned shapes and on others, its alignment fallback, and its time per call
-against cuBLAS and against launching the same kernel with no dispatch at all."""
+cuBLAS (torch.matmul) on tuned shapes and on others, its fallbacks (alignment, a kernel measured slower
+than cuBLAS), and its time per call against cuBLAS and against launching the same kernel with no
+dispatch at all."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ out = {}
 torch.manual_seed(0)
 def rel(c, ref):
     return float((c.float() - ref.float()).norm() / ref.float().norm())
+# a shape whose tuned kernel measured slower than cuBLAS in its run goes to cuBLAS
+A = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+B = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+out["slower"] = {"path": t.path(A, B), "rel_err": rel(t.gemm(A, B), torch.matmul(A, B.t()))}
+t.use_slower_kernels()  # from here on the tuned kernels themselves, slower in their runs or not
 for M, N, K in t.shapes() + [(300, 1000, 1024)]:
     A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     B = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
@@ -111,6 +117,8 @@ def test_an_exported_library_in_a_fresh_process(tmp_path, build_cache):
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     print(json.dumps(out, indent=1))
+    assert out["slower"]["path"].startswith("cuBLAS: its tuned kernel measured 0.970× cuBLAS (run "), out["slower"]
+    assert out["slower"]["rel_err"] < 1e-2
     for shape in ("256x4096x4096", "4096x4096x4096", "2048x2048x2048"):
         assert out[shape]["path"].startswith("tuned: wgmma_cluster"), out[shape]
         assert out[shape]["rel_err"] < 1e-2 and out[shape]["rel_err_out"] < 1e-2

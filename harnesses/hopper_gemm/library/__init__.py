@@ -64,5 +64,9 @@ def write(folder: Path, entries: list[dict], device: str | None, arch: str, sms:
     for module in MODULES:
         shutil.copyfile(module, folder / module.name)
     shapes = ", ".join("×".join(map(str, k["shape"])) for k in table["kernels"])
-    return table | {"summary": f"{len(table['kernels'])} tuned shapes ({shapes}), their cubins and tuned_gemm.py; "
-                               f"use it with `sys.path.insert(0, '{folder}'); from tuned_gemm import gemm`"}
+    slower = [k for k in table["kernels"] if k.get("x_cublas") is not None and k["x_cublas"] < 1]
+    left = (f"; {len(slower)} measured slower than cuBLAS in their runs ("
+            + ", ".join(f"{'×'.join(map(str, k['shape']))} {k['x_cublas']:.3f}×" for k in slower)
+            + "), which gemm leaves to cuBLAS unless use_slower_kernels()") if slower else ""
+    return table | {"summary": f"{len(table['kernels'])} tuned shapes ({shapes}), their cubins and tuned_gemm.py"
+                               f"{left}; use it with `sys.path.insert(0, '{folder}'); from tuned_gemm import gemm`"}

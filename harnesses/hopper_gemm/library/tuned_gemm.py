@@ -9,8 +9,9 @@ A and B are PyTorch tensors or CuPy arrays (or anything with `__dlpack__`, then 
 caller's current stream; every other shape, device or alignment goes to the framework's own matmul
 (cuBLAS). The tuned kernels run only on the GPU model they were tuned on (its name and SM count, as
 `dispatch.json` records them): a kernel tuned on an H100 can be slower than cuBLAS on an H200.
-`use_on_any_hopper()` lifts that (they are right on any sm_90a GPU). `path(A, B)` says which one a call
-would take, and why; `release()` frees what the tuned kernels hold on the GPU. Needs `cuda-python`
+`use_on_any_hopper()` lifts that (they are right on any sm_90a GPU). A shape whose tuned kernel its run
+measured slower than cuBLAS goes to cuBLAS too, unless `use_slower_kernels()`. `path(A, B)` says which
+one a call would take, and why; `release()` frees what the tuned kernels hold on the GPU. Needs `cuda-python`
 (`cuda.bindings`) for the tuned kernels; without it every call goes to cuBLAS, and `path` says so.
 """
 
@@ -158,6 +159,7 @@ def _cublas(A, B, out):
 _devices: dict[int, _driver.Device] = {}
 _missing = ""
 _any_hopper = False
+_slower_too = False
 
 
 def _other_gpu(index: int, name: str, sms: int) -> str:
@@ -180,6 +182,25 @@ def use_on_any_hopper(on: bool = True) -> None:
         d.judge()
 
 
+def _slower(shape: tuple) -> str:
+    """'' where the tuned kernel for `shape` measured at least as fast as cuBLAS in its run (or
+    use_slower_kernels() is on), else why cuBLAS."""
+    e = KERNELS[shape]
+    x = e.get("x_cublas")
+    if _slower_too or x is None or x >= 1:
+        return ""
+    return (f"its tuned kernel measured {x:.3f}× cuBLAS (run {e['run']} #{e['seq']}); "
+            "use_slower_kernels() runs it anyway")
+
+
+def use_slower_kernels(on: bool = True) -> None:
+    """Launch the tuned kernels also at the shapes where their runs measured them slower than cuBLAS (by
+    default those go to cuBLAS)."""
+    global _slower_too
+    _slower_too = on
+    _launchers.clear()  # the decisions made so far
+
+
 def _device(index: int) -> _driver.Device | None:
     global _missing
     d = _devices.get(index)
@@ -195,6 +216,9 @@ def _route(a: _View, b: _View, c: _View | None, shape: tuple) -> str:
     """'' for the tuned kernel, else why cuBLAS."""
     if shape not in KERNELS:
         return f"{'×'.join(map(str, shape))} was not tuned"
+    slower = _slower(shape)
+    if slower:
+        return slower
     d = _device(a.device)
     if d is None:
         return _missing
