@@ -22,10 +22,13 @@ from conftest import needs_nvcc
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sms": 132}
 
 
-def record(store, shape, family, knobs, ratio, cache, parent=None, label=None, fingerprint=H100):
+def record(store, shape, family, knobs, ratio, cache, parent=None, label=None, fingerprint=H100, baseline="gemmex"):
+    """A finished run of one kept candidate measured `ratio` × its baseline (and 0.01 less × the other)."""
     space = Space("hopper_gemm")
     knobs = space.families[family].default | knobs
-    overrides = [f"problem.{k}={v}" for k, v in zip("MNK", shape)] + [f"harness.cache_dir={cache}"]
+    overrides = [f"problem.{k}={v}" for k, v in zip("MNK", shape)] + [f"harness.cache_dir={cache}",
+                                                                      f"harness.baseline={baseline}"]
+    other = "best_lt" if baseline == "gemmex" else "gemmex"
     campaign = campaigns.load("hopper-gemm", overrides)
     with store.session() as s:
         run = Run(campaign=f"llama/{label}" if label else "hopper-gemm", agent="search",
@@ -38,7 +41,7 @@ def record(store, shape, family, knobs, ratio, cache, parent=None, label=None, f
         s.add(c)
         s.flush()
         s.add(Evaluation(candidate_id=c.id, status="ok", metrics={
-            "ratio": {"median": ratio}, "baseline": "gemmex", "vs": {"best_lt": {"median": ratio - 0.01}},
+            "ratio": {"median": ratio}, "baseline": baseline, "vs": {other: {"median": ratio - 0.01}},
             "tflops": {"candidate": 700.0, "cublas": 690.0}}))
         run.best_candidate_id = c.id
         return run.id
@@ -188,3 +191,25 @@ def test_export_says_what_it_needs(tmp_path):
     assert res.exit_code == 2 and "give --out FILE" in res.output
     res = CliRunner().invoke(app, ["--db", db, "export", "1", "--library", str(tmp_path / "lib")])
     assert res.exit_code != 0 and "no run 1" in res.output
+
+
+@needs_nvcc
+def test_a_run_measured_against_the_best_cublaslt_algorithm_states_both_in_the_library(tmp_path):
+    """A run whose objective is × the best cuBLASLt algorithm (`harness.baseline=best_lt`): its dispatch entry
+    states × cublasGemmEx from the figures timed beside it, and the fallback to cuBLAS reads that one."""
+    store = Store(tmp_path / "runs.db")
+    cache = tmp_path / "cache"
+    pid = two_shape_suite(store)
+    lt = record(store, (256, 4096, 4096), "wgmma_cluster", {}, 1.005, cache, pid, "a", baseline="best_lt")
+    record(store, (4096, 4096, 4096), "wgmma_cluster", {}, 1.01, cache, pid, "b")
+    out = tmp_path / "lib"
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "export", str(pid), "--library", str(out)])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "1 measured slower than cuBLAS in their runs (256×4096×4096 0.995×)" in said, said
+    kernels = {tuple(k["shape"]): k for k in json.loads((out / "dispatch.json").read_text())["kernels"]}
+    assert kernels[(256, 4096, 4096)]["run"] == lt
+    assert kernels[(256, 4096, 4096)]["x_cublas"] == pytest.approx(0.995)
+    assert kernels[(256, 4096, 4096)]["x_best_lt"] == 1.005
+    assert kernels[(4096, 4096, 4096)]["x_cublas"] == 1.01
+    assert kernels[(4096, 4096, 4096)]["x_best_lt"] == pytest.approx(1.0)
