@@ -347,6 +347,16 @@ CLUSTER_VARIANTS = {
     "stream-K 128x224": {"STREAMK": 1, "BN": 224, "CTAS": 0, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
     "128x224, L2 fills promoted to 256 bytes": {"BN": 224, "CTAS": 0, "L2_PROMO": 256},
     "128x128 in pairs along M, L2 fills promoted to 256 bytes": {"BN": 128, "QSIZE": 6, "CLUSTER": 2, "L2_PROMO": 256},
+    "256x152, slab epilogue, four stages, 24-column tail": {"BM": 256, "BN": 152, "QSIZE": 4, "CTAS": 0,
+                                                            "EPILOGUE": "tma_slab", "INFLIGHT": 0},
+    "256x152 in pairs along M, B multicast in halves of 76 rows": {"BM": 256, "BN": 152, "QSIZE": 4, "CTAS": 0,
+                                                                   "EPILOGUE": "tma_slab", "CLUSTER": 2},
+    "256x136 in pairs along N, slab epilogue, 8-column tail": {"BM": 256, "BN": 136, "EPILOGUE": "tma_slab",
+                                                               "CLUSTER": 2, "CLUSTER_DIM": "N"},
+    "ping-pong 64x240, slab epilogue, 48-column tail": {"SCHEDULE": "pingpong", "BM": 64, "BN": 240,
+                                                        "EPILOGUE": "tma_slab"},
+    "stream-K 256x160, slab epilogue": {"STREAMK": 1, "BM": 256, "BN": 160, "QSIZE": 4, "CTAS": 0,
+                                        "EPILOGUE": "tma_slab", "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
 }
 
 

@@ -170,6 +170,20 @@ def test_a_shape_two_tile_sizes_quantize_badly_starts_at_192_square_tiles(space)
     assert "one step from the family's best" in after.hypothesis
 
 
+def test_of_settings_the_fit_rates_alike_a_move_starts_at_a_ring_of_four_stages(space):
+    """At 3000×5000×2000 the fit rates 256×152 tiles (three whole waves) fastest, with three stages and the
+    split epilogue as with four and the slab epilogue, which four stages need; the move starts at four
+    (measured on an H100: 0.97× cuBLAS with three, 0.99× with four in pairs along M)."""
+    (move,) = [p for p in structural(3000, 5000, 2000, n=6) if p.family == "wgmma_cluster"]
+    k = move.knobs
+    assert (k["BM"], k["BN"], k["QSIZE"], k["EPILOGUE"]) == (256, 152, 4, "tma_slab")
+    assert "396 tiles for 132 SMs (3.00 waves)" in move.hypothesis
+    harness, _ = harness_at(3000, 5000, 2000)
+    three = harness.fit(space.render("wgmma_cluster", k | {"QSIZE": 3, "EPILOGUE": "tma_split"}))
+    four = harness.fit(space.render("wgmma_cluster", k))
+    assert three.estimate == four.estimate and (three.ring_k, four.ring_k) == (192, 256)
+
+
 def test_knob_moves_the_fit_rates_faster_go_first_and_much_slower_last(space):
     """From 128×256 tiles at 3000×5000×2000 (3.64 waves), the fit rates 128×192 and 192×128 tiles
     faster: those go first, fastest first, even two and three knobs away; a tile move it rates much

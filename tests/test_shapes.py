@@ -117,6 +117,7 @@ def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_
     assert fam.violations(fam.default | {"BM": 16, "BN": 96, "SPLIT": 1, "SWAP": 1}, {})
 
 
+@needs_nvcc
 def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_own(space, tmp_path):
     """BN 176 = two 64-column swizzled boxes and an unswizzled 48-column tail (its own tensor map); the
     split epilogue sends it in three parts of at most 64 columns; every new width compiles without spills."""
@@ -134,8 +135,11 @@ def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_o
     assert "columns 0 to 176: 2 swizzled 64-column boxes and the 48-column tail" in whole
     # Widths that divide by 64 have no tail.
     assert "tmT" not in space.render("wgmma_cluster", fam.default)
-    # A pair along M multicasts B in halves, whole 8-row swizzle atoms each.
-    assert fam.violations(knobs | {"BN": 152, "CLUSTER": 2}, {})
+    # A pair along M multicasts B in halves of BN / 2 rows: 76 for 256 x 152 tiles, whose second half starts
+    # inside a 1024-byte swizzle pattern (TMA swizzles by the shared-memory address; the GPU test gates it).
+    assert not fam.violations(knobs | {"BM": 256, "BN": 152, "QSIZE": 4, "EPILOGUE": "tma_slab", "CLUSTER": 2}, {})
+    assert "tmB: {tensor: B, box: [76, 64]" in space.render(
+        "wgmma_cluster", knobs | {"BM": 256, "BN": 152, "QSIZE": 4, "EPILOGUE": "tma_slab", "CLUSTER": 2})
     assert not fam.violations(knobs | {"CLUSTER": 2}, {})
     builder = Builder(tmp_path)
     for extra in ({"BN": 144, "STREAMK": 1, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
@@ -143,6 +147,44 @@ def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_o
                   {"BM": 64, "BN": 240, "SCHEDULE": "pingpong", "CLUSTER": 2, "CLUSTER_DIM": "N"},
                   {"BN": 160, "EPILOGUE": "smem", "CLUSTER": 2}, {"BN": 224, "BK": 128, "QSIZE": 2}):
         k = fam.default | extra
+        assert not fam.violations(k, {}), extra
+        report = builder.build(space.render("wgmma_cluster", k), "gemm")
+        assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra
+
+
+@needs_nvcc
+def test_the_slab_epilogue_leaves_room_for_four_stages_of_256_row_tiles(space, tmp_path):
+    """EPILOGUE tma_slab stages 64 rows by 64 columns at a time (one 64 x 64 buffer a consumer), so 256 x 152
+    tiles (cuBLAS's at 3000×5000×2000: 396 tiles, three whole waves on 132 SMs) keep four stages, where the
+    split epilogue's 128-row parts leave room for three; a 256-row tile holds up to 160 accumulators a
+    thread, and takes widths of 136 and 152 as well as the other tiles' steps of 16."""
+    from harnesses.hopper_gemm.build import Builder
+
+    fam = space.families["wgmma_cluster"]
+    knobs = fam.default | {"BM": 256, "BN": 152, "QSIZE": 4, "CTAS": 0, "EPILOGUE": "tma_slab", "INFLIGHT": 0}
+    assert not fam.violations(knobs, {"M": 3000, "N": 5000, "K": 2000})
+    source = space.render("wgmma_cluster", knobs)
+    launch = resolve(parse(source), 3000, 5000, 2000)
+    assert launch.tensor_maps["tmC"]["box"] == [64, 64] and launch.tensor_maps["tmT"]["box"] == [64, 24]
+    assert launch.smem == 4 * (256 + 152) * 64 * 2 + 2 * 64 * 64 * 2 + 1024 + 16 * 4 <= 232448
+    assert "2 slabs of 64 rows, each in 3 column parts" in source
+    assert "rows 64 to 128, columns 128 to 152: the 24-column tail" in source and "row0 + 64);" in source
+    # The split epilogue's parts of 128 rows do not fit beside four stages; three fit.
+    split = knobs | {"EPILOGUE": "tma_split"}
+    assert any("227 KB" in r for r in fam.violations(split, {}))
+    assert not fam.violations(split | {"QSIZE": 3}, {})
+    # At most 160 accumulators a thread: 256 x 168 is refused, as is any 256-row tile past 160 columns.
+    assert any("160 at BM 256" in r for r in fam.violations(knobs | {"BN": 168}, {}))
+    harness, _ = harness_at(3000, 5000, 2000)
+    assert harness.fit(source).tile == (256, 152) and harness.fit(source).waves == 3.0
+    builder = Builder(tmp_path)
+    # Widths between the steps of 16 are for 256-row tiles only.
+    assert any("steps of 16" in r for r in fam.violations(knobs | {"BM": 192, "CONSUMER_REGS": 160}, {}))
+    for extra in ({}, {"BN": 160, "INFLIGHT": 1, "CTAS": 128}, {"BN": 136, "CLUSTER": 2, "CLUSTER_DIM": "N"},
+                  {"BM": 128, "BN": 208}, {"BM": 64, "BN": 240, "SCHEDULE": "pingpong"},
+                  {"BM": 192, "BN": 176, "CONSUMER_REGS": 160}, {"BM": 128, "BN": 240, "CLUSTER": 2},
+                  {"BN": 128, "STREAMK": 1, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232}):
+        k = knobs | extra
         assert not fam.violations(k, {}), extra
         report = builder.build(space.render("wgmma_cluster", k), "gemm")
         assert report.ok and report.spill_stores == 0 and report.spill_loads == 0, extra

@@ -94,6 +94,8 @@ class Fit:
     """The last waves are shared out by k-iterations (the tiles do not fill whole waves)."""
     promoted: bool = False
     """The operands' tensor maps promote L2 fills to 256 bytes (the DRAM floor at STREAM_GBPS)."""
+    ring_k: int = 0
+    """Columns of K the load ring holds in flight (0: no ring stated)."""
 
     @property
     def estimate(self) -> float:
@@ -182,4 +184,4 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
-               cluster_reduce=in_cluster, stream_k=stream_k, promoted=promoted)
+               cluster_reduce=in_cluster, stream_k=stream_k, promoted=promoted, ring_k=launch.ring_k or 0)
