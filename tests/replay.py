@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import re
+import sqlite3
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,26 +41,55 @@ def standin(family: str | None, knobs: dict) -> float:
     return RUNG_SCALE.get(family or "naive", 0.01) * (0.6 + 0.8 * h)
 
 
-def source_index(space: Space) -> dict[str, tuple[str, dict]]:
-    """sha256 of every valid configuration's source -> (family, knobs). Rendering them all takes seconds,
-    so the index is kept in the temporary folder, keyed by the space's files, for every later process."""
+class SourceIndex:
+    """sha256 of a configuration's source -> (family, knobs), read from an SQLite file one lookup at a time
+    (the cluster family's valid configurations are millions: loading them whole took seconds a process)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[str, dict]] = {}
+
+    def __reduce__(self):  # sent to another process (Ray's workers) as its path, opened there
+        return SourceIndex, (self.path,)
+
+    def get(self, digest: str, default=None):
+        if digest not in self._seen:
+            with self._lock:
+                row = self._db.execute("SELECT family, knobs FROM idx WHERE hash = ?", (digest,)).fetchone()
+            if row is None:
+                return default
+            self._seen[digest] = (row[0], json.loads(row[1]))
+        return self._seen[digest]
+
+
+def source_index(space: Space) -> SourceIndex:
+    """The index of every valid configuration's source. Rendering them all takes minutes, so the index is
+    kept in the temporary folder, keyed by the space's files, for every later process."""
     digest = hashlib.sha256()
     for path in sorted([space.seeds, SEARCH_SPACES / space.name], key=str):
         for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
             digest.update(f.name.encode() + f.read_bytes())
-    cache = Path(tempfile.gettempdir()) / f"autodiscovery-replay-index-{digest.hexdigest()[:16]}.json"
-    if cache.exists():
-        return {k: tuple(v) for k, v in json.loads(cache.read_text()).items()}
-    index: dict[str, tuple[str, dict]] = {}
-    for fam in space.families.values():
-        for knobs in (fam.configurations() if fam.template else [{}]):
-            if not fam.violations(knobs, {"M": 4096, "N": 4096, "K": 4096}):
-                src = space.render(fam.name, knobs)
-                index[hashlib.sha256(src.encode()).hexdigest()] = (fam.name, knobs)
-    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(index))
-    os.replace(tmp, cache)  # whole or not at all, whichever process writes it
-    return index
+    cache = Path(tempfile.gettempdir()) / f"autodiscovery-replay-index-{digest.hexdigest()[:16]}.sqlite"
+    if not cache.exists():
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        db = sqlite3.connect(tmp)
+        db.execute("CREATE TABLE idx (hash TEXT PRIMARY KEY, family TEXT, knobs TEXT) WITHOUT ROWID")
+        rows = []
+        for fam in space.families.values():
+            for knobs in (fam.configurations() if fam.template else [{}]):
+                if not fam.violations(knobs, {"M": 4096, "N": 4096, "K": 4096}):
+                    src = space.render(fam.name, knobs)
+                    rows.append((hashlib.sha256(src.encode()).hexdigest(), fam.name, json.dumps(knobs)))
+                    if len(rows) >= 50_000:
+                        db.executemany("INSERT OR IGNORE INTO idx VALUES (?, ?, ?)", rows)
+                        rows.clear()
+        db.executemany("INSERT OR IGNORE INTO idx VALUES (?, ?, ?)", rows)
+        db.commit()
+        db.close()
+        os.replace(tmp, cache)  # whole or not at all, whichever process writes it
+    return SourceIndex(cache)
 
 
 MODEL_DATA = Path(__file__).parent / "data" / "edge_512_model.json"

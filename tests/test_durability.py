@@ -211,6 +211,9 @@ def test_a_lost_gpu_stops_the_run_and_resume_redoes_the_cut_off_candidate(tmp_pa
 
 def test_two_drivers_of_one_run_are_refused(tmp_path):
     db = tmp_path / "two.db"
+    # The second driver is made first: the child's run of 40 quick candidates may end before it otherwise.
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=40"])
+    loop, harness = make(campaign, Store(db))
     proc = subprocess.Popen([sys.executable, str(CHILD), str(db), "slow", "0", "budget.candidates=40",
                              "stop.patience=100"], stdout=subprocess.PIPE, text=True)
     try:
@@ -222,8 +225,6 @@ def test_two_drivers_of_one_run_are_refused(tmp_path):
                     if run is not None and run.owner:
                         break
             time.sleep(0.1)
-        campaign = campaigns.load("hopper-gemm", ["budget.candidates=40"])
-        loop, harness = make(campaign, Store(db))
         with pytest.raises(AutoDiscoveryError, match=f"run 1 is being driven by process {proc.pid}"):
             loop.drive(1)
         assert harness.evaluated == []

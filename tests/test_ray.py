@@ -77,7 +77,8 @@ def test_gpu_evaluations_ask_for_a_gpu_each(cluster, tmp_path):
 
     from autodiscovery.agents.search import SearchAgent
 
-    harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)
+    # Each evaluation takes a while, so that two are in flight at once (a GPU each).
+    harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space, delay_s=0.3)
     store = Store(tmp_path / "g.db")
     run_id = runner.start("hopper-gemm", ["executor.kind=ray", "budget.candidates=10", "stop.target=5"], store,
                           harness=harness)
