@@ -74,6 +74,7 @@ def source_index(space: Space) -> SourceIndex:
     cache = Path(tempfile.gettempdir()) / f"autodiscovery-replay-index-{digest.hexdigest()[:16]}.sqlite"
     if not cache.exists():
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.unlink(missing_ok=True)  # left by a process of the same id that was cut off
         db = sqlite3.connect(tmp)
         db.execute("CREATE TABLE idx (hash TEXT PRIMARY KEY, family TEXT, knobs TEXT) WITHOUT ROWID")
         rows = []
