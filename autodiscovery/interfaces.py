@@ -401,5 +401,7 @@ class HarnessBase:
         """How a configuration of a search space fits the campaign's problem, before anything is built: an
         object with `estimate` (a modelled cost, lower is better, comparable between configurations at one
         problem) and `describe()` (in words: its tiles, the waves they run in, the work of the busiest
-        unit). The search agent starts a family where the fit is best; None: the harness has no model."""
+        unit), and optionally `tie_break` (lower first: how to order configurations whose estimates are
+        equal, by what the model leaves out). The search agent starts a family where the fit is best; None:
+        the harness has no model."""
         return None

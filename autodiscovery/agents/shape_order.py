@@ -21,14 +21,14 @@ harness's fit of the shape estimates that one more than 10% faster."""
 FIT_EDGE = 0.03
 """Knob moves the fit estimates more than 3% faster than the family's best go first (fastest first); a
 move of a shape knob it estimates more than FIT_GAIN slower goes last."""
-FULL_RING_K = 256
-"""Columns of K a load ring holds that the fit's round-trip time was measured with (four 64-column stages):
-of settings the fit rates alike, a structural move starts at one whose ring holds at least that many,
-since shallower rings measured slower than the fit says where their stages are large (256×152 tiles at
-3000×5000×2000: 0.968× cuBLAS with three stages, 0.985× with four)."""
 FIT_NUDGE = 0.01
 """One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
 ahead of the moves it cannot tell apart."""
+
+
+def tie_break(fit: Any) -> Any:
+    """The harness's order for fits of equal estimate (lower first; 0 where it states none)."""
+    return getattr(fit, "tie_break", 0)
 
 
 def nearest_others(fam: Family, k: str, around: Any) -> list[Any]:
@@ -51,8 +51,8 @@ class ShapeOrder:
     def start(self, fam: Family, knobs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """Where a structural move starts in `fam`: `knobs` (its default), or, where the harness's fit of
         the shape estimates another setting of the family's shape knobs more than FIT_GAIN faster, that
-        one (among the fastest, a ring of at least FULL_RING_K columns, then the fewest knobs changed to
-        repair a constraint, then the fewest changes);
+        one (among the fastest, the fit's own tie-break, then the fewest knobs changed to repair a
+        constraint, then the fewest changes);
         with the fit in words ('' without a fit)."""
         here = self.fit(fam, knobs)
         if here is None:
@@ -63,8 +63,7 @@ class ShapeOrder:
 
         options = [(f.estimate, repairs(moved), changes, canon(moved), moved, f)
                    for moved, changes, f in self.settings(fam, knobs)]
-        best = min(options, key=lambda o: (o[0], max(0, FULL_RING_K - getattr(o[5], "ring_k", FULL_RING_K)),
-                                           o[1], o[2], o[3]), default=None)
+        best = min(options, key=lambda o: (o[0], tie_break(o[5]), o[1], o[2], o[3]), default=None)
         if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
             return knobs, f"its default fits the shape ({here.describe()})."
         return best[4], (f"the shape is better served by {best[5].describe()} than by the default's "
@@ -117,9 +116,8 @@ class ShapeOrder:
     def order(self, fam: Family, knobs: dict[str, Any], moves: list[dict[str, Any]]) -> list[tuple[dict, str]]:
         """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
         the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
-        FIT_EDGE faster come first, fastest first (of equals, a ring of at least FULL_RING_K columns
-        first), including those more than one knob away, and with them the moves of other knobs it so
-        estimates; then the moves it estimates more than FIT_NUDGE faster;
+        FIT_EDGE faster come first, fastest first (of equals, by the fit's own tie-break), including those
+        more than one knob away, and with them the moves of other knobs it so estimates; then the moves it estimates more than FIT_NUDGE faster;
         moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
         `moves` as they are."""
         here = self.fit(fam, knobs)
@@ -130,7 +128,7 @@ class ShapeOrder:
         for m in moves:  # a move of another knob the fit reads (how the operands reach L2, say)
             if (key := canon(m)) not in fits and (f := self.fit(fam, m)) is not None:
                 fits[key] = (m, sum(m[k] != knobs.get(k) for k in m), f)
-        faster = sorted(((f.estimate, max(0, FULL_RING_K - getattr(f, "ring_k", FULL_RING_K)), c, key, m, f)
+        faster = sorted(((f.estimate, tie_break(f), c, key, m, f)
                          for key, (m, c, f) in fits.items() if f.estimate * (1 + FIT_EDGE) < here.estimate),
                         key=lambda o: o[:4])
         first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "

@@ -65,6 +65,11 @@ round trips of the first remote reads."""
 SMOOTH = 4
 """The exponent of the smooth maximum of the SMs' time and the DRAM floor: equal, they give 1.19 times
 either; at half the floor, the SMs' time adds 1.5%."""
+FULL_RING_K = 256
+"""Columns of K a load ring holds that RING_LATENCY_US was measured with (four 64-column stages). Of
+configurations the estimate rates alike, the ones whose ring holds fewer come after: shallower rings
+measured slower than the model says where their stages are large (256×152 tiles at 3000×5000×2000:
+0.968× cuBLAS with three stages, 0.985× with four), which the round trip alone does not show."""
 SMEM_PER_SM = 233472
 """Shared memory of a Hopper SM (228 KB), of which each resident block also takes 1 KB."""
 THREADS_PER_SM = 2048
@@ -96,6 +101,12 @@ class Fit:
     """The operands' tensor maps promote L2 fills to 256 bytes (the DRAM floor at STREAM_GBPS)."""
     ring_k: int = 0
     """Columns of K the load ring holds in flight (0: no ring stated)."""
+
+    @property
+    def tie_break(self) -> int:
+        """How to order fits of equal estimate, lower first: the columns of K a stated ring holds short of
+        FULL_RING_K."""
+        return max(0, FULL_RING_K - self.ring_k) if self.ring_k else 0
 
     @property
     def estimate(self) -> float:
