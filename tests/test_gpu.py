@@ -357,6 +357,22 @@ CLUSTER_VARIANTS = {
                                                         "EPILOGUE": "tma_slab"},
     "stream-K 256x160, slab epilogue": {"STREAMK": 1, "BM": 256, "BN": 160, "QSIZE": 4, "CTAS": 0,
                                         "EPILOGUE": "tma_slab", "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "256x152 in pairs along M, warp epilogue, 24-column tail": {"BM": 256, "BN": 152, "QSIZE": 4, "CTAS": 0,
+                                                                "EPILOGUE": "tma_warp", "CLUSTER": 2, "INFLIGHT": 0},
+    "128x256, warp epilogue": {"EPILOGUE": "tma_warp"},
+    "ping-pong 64x240, warp epilogue, 48-column tail": {"SCHEDULE": "pingpong", "BM": 64, "BN": 240,
+                                                        "EPILOGUE": "tma_warp"},
+    "three consumers, 192x176 in pairs along N, warp epilogue": {"BM": 192, "BN": 176, "CTAS": 0, "CLUSTER": 2,
+                                                                  "CLUSTER_DIM": "N", "EPILOGUE": "tma_warp",
+                                                                  "CONSUMER_REGS": 160},
+    "stream-K 256x160, warp epilogue": {"STREAMK": 1, "BM": 256, "BN": 160, "QSIZE": 4, "CTAS": 0,
+                                        "EPILOGUE": "tma_warp", "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "128x256, pipe epilogue": {"EPILOGUE": "tma_pipe"},
+    "256x152, pipe epilogue, 24-column tail": {"BM": 256, "BN": 152, "QSIZE": 4, "CTAS": 0, "EPILOGUE": "tma_pipe",
+                                               "INFLIGHT": 0},
+    "128x208, pipe epilogue, 16-column tail": {"BN": 208, "CTAS": 0, "EPILOGUE": "tma_pipe"},
+    "ping-pong 128x128 in pairs along N, pipe epilogue": {"SCHEDULE": "pingpong", "BM": 128, "BN": 128,
+                                                          "EPILOGUE": "tma_pipe", "CLUSTER": 2, "CLUSTER_DIM": "N"},
 }
 
 
@@ -371,6 +387,23 @@ def test_cluster_family_variants_pass_the_gate(build_cache, variant, shape):
     knobs = {**fam.default, **CLUSTER_VARIANTS[variant]}
     assert not fam.violations(knobs, {"M": M, "N": N, "K": K})
     out = evaluate(h, Space("hopper_gemm").render("wgmma_cluster", knobs))
+    assert out.status == "ok", out.log
+
+
+@pytest.mark.parametrize("K, knobs", [
+    (2000, {}), (2008, {"INFLIGHT": 0}), (2024, {"CLUSTER": 2}), (2040, {"BN": 128, "QSIZE": 6}),
+    (2120, {"BK": 128, "QSIZE": 2}), (1928, {"BK": 128, "QSIZE": 2, "SCHEDULE": "pingpong", "BM": 64}),
+    (24, {"EPILOGUE": "tma_warp"}),
+], ids=["1 step", "2 steps, nothing in flight", "3 steps, pairs", "4 steps, 8 columns past K", "BK 128, 5 steps",
+        "BK 128, ping-pong, 1 step", "one k-tile of 2 steps"])
+def test_cluster_family_last_k_tile_runs_only_the_steps_that_hold_data(build_cache, K, knobs):
+    """Where K is not a multiple of BK the last k-tile, peeled from the loop, runs 1 to BK / 16 - 1 wgmma steps
+    of 16 columns (a step past K would multiply TMA's zero fill; one too few would drop columns the gate sees)."""
+    h = harness_at((520, 776, K), build_cache)
+    fam = Space("hopper_gemm").families["wgmma_cluster"]
+    k = {**fam.default, **knobs}
+    assert not fam.violations(k, {"M": 520, "N": 776, "K": K})
+    out = evaluate(h, Space("hopper_gemm").render("wgmma_cluster", k))
     assert out.status == "ok", out.log
 
 
