@@ -79,13 +79,12 @@ def source_index(space: Space) -> SourceIndex:
         db.execute("CREATE TABLE idx (hash TEXT PRIMARY KEY, family TEXT, knobs TEXT) WITHOUT ROWID")
         rows = []
         for fam in space.families.values():
-            for knobs in (fam.configurations() if fam.template else [{}]):
-                if not fam.violations(knobs, {"M": 4096, "N": 4096, "K": 4096}):
-                    src = space.render(fam.name, knobs)
-                    rows.append((hashlib.sha256(src.encode()).hexdigest(), fam.name, json.dumps(knobs)))
-                    if len(rows) >= 50_000:
-                        db.executemany("INSERT OR IGNORE INTO idx VALUES (?, ?, ?)", rows)
-                        rows.clear()
+            for knobs in (fam.valid_configurations({"M": 4096, "N": 4096, "K": 4096}) if fam.template else [{}]):
+                src = space.render(fam.name, knobs)
+                rows.append((hashlib.sha256(src.encode()).hexdigest(), fam.name, json.dumps(knobs)))
+                if len(rows) >= 50_000:
+                    db.executemany("INSERT OR IGNORE INTO idx VALUES (?, ?, ?)", rows)
+                    rows.clear()
         db.executemany("INSERT OR IGNORE INTO idx VALUES (?, ?, ?)", rows)
         db.commit()
         db.close()

@@ -226,3 +226,20 @@ def test_a_higher_family_far_below_gets_one_round_then_no_more():
     close = [rec(40, top.name, next(p.knobs for p in after), 0.97)]  # within 5%: it takes turns again
     again = agent.propose(History([*climbed, best, lost, *tried, *close], best, GEMM), 4)
     assert top.name in {p.family for p in again}
+
+
+@pytest.mark.parametrize("shape", [SHAPE, {"M": 1000, "N": 776, "K": 520}, {"M": 16, "N": 4096, "K": 14336}])
+def test_valid_configurations_are_the_product_filtered_by_the_constraints(space, shape):
+    """`valid_configurations` checks a constraint as soon as the knobs it names are set (the cluster
+    family's product is tens of millions); it yields what filtering the whole product yields, in the same
+    order. The cluster family is compared on two values of every knob, its default and another (2^17
+    settings, of which the constraints refuse most)."""
+    for fam in space.families.values():
+        if not fam.template:
+            continue
+        if math.prod(len(v) for v in fam.knobs.values()) > WHOLE:
+            fam = fam.model_copy(update={"knobs": {k: [fam.default[k], next(x for x in v if x != fam.default[k])]
+                                                   for k, v in fam.knobs.items()}})
+        every = [k for k in fam.configurations() if not fam.violations(k, shape)]
+        assert list(fam.valid_configurations(shape)) == every, fam.name
+        assert every or fam.name == "naive", fam.name

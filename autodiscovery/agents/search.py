@@ -215,7 +215,7 @@ class SearchAgent(AgentBase):
     def _structural(self, fam: Family, history: History) -> Proposal:
         knobs = dict(fam.default)
         if fam.template and fam.violations(knobs, self.shape):
-            knobs = next((k for k in fam.configurations() if not fam.violations(k, self.shape)), knobs)
+            knobs = next(fam.valid_configurations(self.shape), knobs)
         knobs, fitted = self.fits.start(fam, knobs)
         inc = history.incumbent
         base = f"from {inc.family} ({history.objective.format(inc.score, '.3g')})" if inc and inc.score else \
@@ -283,8 +283,8 @@ class SearchAgent(AgentBase):
                 continue
             return self._knob_proposal(fam, knobs, history)
         # TPE keeps landing on tried or invalid points: fall back to the first untried valid one.
-        for knobs in fam.configurations():
-            if (fam.name, canon(knobs)) not in tried and not fam.violations(knobs, self.shape):
+        for knobs in fam.valid_configurations(self.shape):
+            if (fam.name, canon(knobs)) not in tried:
                 return self._knob_proposal(fam, knobs, history)
         return None
 

@@ -102,6 +102,40 @@ class Family(BaseModel):
         keys = list(self.knobs)
         return (dict(zip(keys, vals)) for vals in itertools.product(*(self.knobs[k] for k in keys)))
 
+    def valid_configurations(self, shape: dict[str, int]) -> Iterator[dict[str, Any]]:
+        """The configurations `violations` passes at `shape`, in the order of `configurations`: each
+        constraint is checked as soon as the knobs it names are set, so a refused prefix is not expanded
+        (the cluster family's product is tens of millions; most of it is refused by its first few knobs)."""
+        keys = list(self.knobs)
+        at: list[list] = [[] for _ in keys]  # the constraints to check once knob i is set
+        first = []  # those that name no knob
+        for c in self.constraints:
+            code = self._code(c.expr)
+            named = [i for i, k in enumerate(keys) if k in code.co_names]
+            (at[max(named)] if named else first).append((code, c.expr))
+
+        def holds(checks, names) -> bool:
+            try:
+                return all(run(code, text, names) for code, text in checks)
+            except ExprError:
+                return False
+
+        names: dict[str, Any] = dict(shape)
+        if not holds(first, names):
+            return
+
+        def walk(i: int) -> Iterator[dict[str, Any]]:
+            if i == len(keys):
+                yield {k: names[k] for k in keys}
+                return
+            for v in self.knobs[keys[i]]:
+                names[keys[i]] = v
+                if holds(at[i], names):
+                    yield from walk(i + 1)
+            del names[keys[i]]
+
+        yield from walk(0)
+
 
 class Space:
     def __init__(self, name: str, seeds_dir: Path | None = None) -> None:

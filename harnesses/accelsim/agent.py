@@ -347,8 +347,7 @@ class CodesignAgent(AgentBase):
         fit, info = self.fit(recs)
         score = fit.predict if fit is not None else prior
         same = lambda terms: canon({name: round(v, 6) for name, v in terms.items()})  # noqa: E731
-        valid = [k for k in self.kernel.configurations() if not self.kernel.violations(k, self.shape)
-                 and self.key(k, stock) not in done]
+        valid = [k for k in self.kernel.valid_configurations(self.shape) if self.key(k, stock) not in done]
         # Every valid configuration is ranked on facts estimated from its knobs; the best few that the
         # estimates tell apart are compiled and ranked again on their PTX and registers.
         rough: dict[str, tuple[float, dict]] = {}
