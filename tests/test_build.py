@@ -49,3 +49,21 @@ def test_compile_errors_are_reported_with_the_log(tmp_path):
     report = Builder(tmp_path).build('extern "C" __global__ void gemm() { undefined_thing(); }')
     assert not report.ok and report.artifact is None
     assert "undefined_thing" in report.log
+
+
+@needs_nvcc
+def test_a_cuobjdump_that_cannot_read_the_cubin_leaves_the_sass_fact_unknown(tmp_path, monkeypatch):
+    """An older toolkit's cuobjdump on PATH (CUDA 11 beside a CUDA 13 nvcc) says it cannot read an sm_90a
+    cubin and exits 0 with no code: the build records has_hgmma as unknown, not as 'no HGMMA'."""
+    import harnesses.hopper_gemm.build as build
+
+    tool = tmp_path / "cuobjdump"
+    tool.write_text("#!/bin/sh\necho \"cuobjdump fatal   : Support for 'sm_4' has been removed.\" >&2\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(build, "cuobjdump", lambda nvcc: str(tool))
+    seed = campaigns.load("hopper-gemm").seed_path().read_text()
+    report = Builder(tmp_path / "cache").build(seed, "gemm")
+    assert report.ok and report.facts["has_hgmma"] is None
+    # One that reads it: the fact is what the code says.
+    tool.write_text("#!/bin/sh\nprintf '\\t\\tFunction : gemm\\n        /*0000*/  HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], R24 ;\\n'\n")
+    assert Builder(tmp_path / "cache2").build(seed, "gemm").facts["has_hgmma"] is True

@@ -67,8 +67,11 @@ class Builder:
         if tool is None:
             return None
         try:
-            out = subprocess.run([tool, "--dump-sass", str(cubin)], capture_output=True, text=True,
-                                 timeout=120).stdout
+            done = subprocess.run([tool, "--dump-sass", str(cubin)], capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             return None
-        return "HGMMA" in out
+        # A cuobjdump of an older toolkit found on PATH cannot read an sm_90a cubin: it says so on stderr
+        # (and may still exit 0) and prints no code. That leaves the fact unknown, not false.
+        if done.returncode != 0 or "Function :" not in done.stdout:
+            return None
+        return "HGMMA" in done.stdout
