@@ -1,13 +1,37 @@
-"""The documentation: its generated reference pages match the code, and the site builds with no warning."""
+"""The documentation: the README stays a front door, the generated reference pages match the code, and the
+site builds with no warning."""
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from autodiscovery import ROOT, docgen
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_readme_is_a_front_door():
+    assert len(README.splitlines()) <= 200, "the README is a front door: findings and procedures go in docs/"
+    setup = "python3 -m venv .venv && . .venv/bin/activate && "
+    assert setup + "pip install -e . && autodiscovery run --campaign hopper-gemm" in README
+    assert setup + "pip install -e '.[test]' && python -m pytest -q" in README
+
+
+def test_readme_links_and_examples_hold():
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README):
+        if not target.startswith("http"):
+            assert (ROOT / target).is_file(), f"the README links to {target}, which is not there"
+    from harnesses.reference.manifest import parse
+
+    yaml_blocks = re.findall(r"```yaml\n(.*?)```", README, re.S)
+    assert yaml_blocks and all(isinstance(yaml.safe_load(b), dict) for b in yaml_blocks)
+    for block in re.findall(r"```c\n(.*?)```", README, re.S):
+        parse(block)
 
 
 @pytest.mark.parametrize("name", ["cli.md", "campaign.md", "manifests.md"])
