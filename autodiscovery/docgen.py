@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
+from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from autodiscovery import ROOT
 
@@ -59,10 +59,7 @@ def _doc(obj: Any) -> str:
 
 def _yaml(value: Any) -> str:
     """A default as a campaign file would spell it."""
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    if isinstance(value, tuple):
-        value = list(value)
+    value = to_jsonable_python(value)  # models, tuples, enums, paths: as JSON would carry them
     text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=10**6)
     return text.removesuffix("\n").removesuffix("\n...").strip()
 
