@@ -160,7 +160,8 @@ def model_sections(model: type[BaseModel], path: str, level: int, instance: Base
 
 def campaign_page() -> str:
     from autodiscovery import registry
-    from autodiscovery.campaign import AgentSettings, Budget, Campaign, ExecutorSettings, StopRules, SuiteEntry
+    from autodiscovery.campaign import (AgentSettings, Budget, Campaign, ExecutorSettings, StopRules, SuiteEntry,
+                                       section_of)
 
     parts = [
         "# Campaign schema",
@@ -177,7 +178,7 @@ def campaign_page() -> str:
     ]
     for name in registry.AGENTS:
         agent = registry.agent(name)
-        section = getattr(agent, "section", None) or agent.name
+        section = section_of(agent)
         parts += model_sections(agent.Settings, f"agent.{section}", 3, agent.Settings(),
                                 title=f"`agent.{section}`: the {name} agent")
     for name in registry.HARNESSES:
