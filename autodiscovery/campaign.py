@@ -114,7 +114,8 @@ class Campaign(Strict):
     harness: SerializeAsAny[BaseModel]
     """Validated by the model of the harness it names (`harness.name`), which that harness owns."""
     seed: str = "hopper_gemm/naive.cu"
-    """Starting kernel, relative to seeds/ (or an absolute path)."""
+    """Starting kernel: a path relative to the campaign file's folder, else to the project's seeds/ (or an
+    absolute path)."""
     origin: str | None = None
     """Set by `run --from RUN/SEQ`: the recorded candidate whose kernel is this run's seed instead."""
     agent: SerializeAsAny[AgentSettings] = AgentSettings()
@@ -150,6 +151,55 @@ class Campaign(Strict):
 def available() -> list[Path]:
     """The campaign files that ship."""
     return sorted(SEARCH_SPACES.glob("*.yaml"))
+
+
+PATHS: tuple[tuple[tuple[str, ...], Path, str], ...] = (
+    (("problem", "file"), ROOT, "file"),
+    (("seed",), SEEDS, "file"),
+    (("agent", "search", "space"), SEARCH_SPACES, "search space"),
+)
+"""The fields of a campaign that name a file or a folder: where a relative one is looked for after the
+campaign file's folder (the project's own place for it), and what it is (a file; a search space is a
+folder holding families.yaml)."""
+
+
+def _found(path: Path, kind: str) -> bool:
+    return (path / "families.yaml").is_file() if kind == "search space" else path.is_file()
+
+
+def locate(value: str, kind: str, project: Path, base: Path | None) -> tuple[str | None, list[Path]]:
+    """Where a relative path of a campaign is: `base` (the campaign file's folder, or the current one for
+    a `--set`) first, then `project`. Returns the value to keep (unchanged where it was found in the
+    project, so that shipped campaigns record what they always did; else the absolute path) and every
+    place looked, or (None, places) where it is in none."""
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return (value if _found(p, kind) else None), [p]
+    places = [*([base / p] if base is not None else []), project / p]
+    for place in places:
+        if _found(place, kind):
+            same = place.resolve() == (project / p).resolve()
+            return (value if same else str(place.resolve())), places
+    return None, places
+
+
+def _locate_paths(data: dict[str, Any], folder: Path | None, source: str, overrides) -> None:
+    """Every path field of `data` (`PATHS`) made one that is found from anywhere, or a CampaignError naming
+    every place it was looked for."""
+    for keys, project, kind in PATHS:
+        node = data
+        for key in keys[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        value = node.get(keys[-1]) if isinstance(node, dict) else None
+        if not isinstance(value, str) or not value:
+            continue
+        where = ".".join(keys)
+        by = blame(where, source, overrides)
+        kept, places = locate(value, kind, project, Path.cwd() if by.startswith("--set") else folder)
+        if kept is None:
+            looked = ", ".join(str(p / "families.yaml" if kind == "search space" else p) for p in places)
+            raise CampaignError(f"{by}: {where}: {kind} not found: {value} (looked for {looked})")
+        node[keys[-1]] = kept
 
 
 def resolve_path(name_or_path: str) -> Path:
@@ -295,6 +345,7 @@ def load(name_or_path: str, overrides: list[str] | tuple[str, ...] = ()) -> Camp
     data = copy.deepcopy(data)
     for assignment in overrides:
         apply_override(data, assignment)
+    _locate_paths(data, path.resolve().parent, path.name, overrides)
     campaign = validate(data, path.name, overrides)
     for entry in campaign.suite or []:  # every problem of a suite is checked before anything runs
         campaign.entry(entry, path.name)

@@ -157,6 +157,18 @@ class Section:
 
 
 @dataclass
+class Entry:
+    """One launch of a candidate's plan, as the built cubin must define it."""
+
+    kernel: str
+    """The entry point's name (an extern "C" __global__ function)."""
+    arg_bytes: list[int]
+    """The size of each argument passed, in order (a pointer 8, an int32 4, a CUtensorMap 128)."""
+    where: str = ""
+    """How the manifest names this launch ('launches[1]'), for messages."""
+
+
+@dataclass
 class Outcome:
     """What a harness reports for one evaluation."""
 
@@ -332,6 +344,9 @@ class HarnessBase:
     toolchain: ClassVar[tuple[str, ...]] = ()
     """Keys of its fingerprint a resumed run must find unchanged (compiler, driver, libraries,
     simulator), unless it is told to go on with another (`--allow-new-toolchain`)."""
+    space: ClassVar[str | None] = None
+    """The search space the search agent walks where a campaign names none (`agent.search.space`); None:
+    a campaign of this harness names its own."""
 
     @classmethod
     def for_config(cls, config: dict) -> type:
@@ -347,6 +362,19 @@ class HarnessBase:
 
     def adopt(self, fingerprint: dict) -> None:
         pass
+
+    @classmethod
+    def manifest(cls, source: str) -> Any:
+        """A candidate's launch manifest as this harness reads it, before any problem's sizes are applied;
+        an AutoDiscoveryError (one line) where the source has none this harness can read. None: the
+        harness reads no manifest (a whole program)."""
+        return None
+
+    def entries(self, plan: Any) -> list[Entry]:
+        """The kernels a candidate's plan (what `check` returned) launches, in order, each with the bytes of
+        the arguments it passes: what `autodiscovery check` compares with the built cubin. []: nothing to
+        compare (a whole program)."""
+        return []
 
     @staticmethod
     def summary_data(store: Store, run_id: int) -> dict | None:

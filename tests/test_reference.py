@@ -102,7 +102,7 @@ def test_problem_errors_are_one_line_naming_the_file(tmp_path):
         res = CliRunner().invoke(app, ["run", "--campaign", str(campaign_file(tmp_path, path)), "--dry-run"])
         assert res.exit_code == 2 and said in res.output and len(res.output.strip().splitlines()) == 1, res.output
     res = CliRunner().invoke(app, ["run", "--campaign", str(campaign_file(tmp_path, tmp_path / "nowhere.py"))])
-    assert res.exit_code == 2 and "problem file not found" in res.output
+    assert res.exit_code == 2 and "problem.file: file not found" in res.output
     good = write(tmp_path)
     res = CliRunner().invoke(app, ["run", "--campaign", str(campaign_file(tmp_path, good)), "--dry-run",
                                    "--set", "problem.sizes={rows: 4}"])

@@ -28,9 +28,10 @@ from typing import Any
 
 from pydantic import Field
 
+from autodiscovery import registry
 from autodiscovery.agents import tpe
 from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
-from autodiscovery.agents.space import Family, Space
+from autodiscovery.agents.space import Family, Space, SpaceError
 from autodiscovery.campaign import Campaign, Strict
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
 from autodiscovery.toolkit.text import canon
@@ -40,8 +41,10 @@ CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its bes
 class SearchSettings(Strict):
     """`agent.search`: the built-in search over a space of kernel families."""
 
-    space: str = "hopper_gemm"
-    """Folder under search_spaces/ holding families.yaml."""
+    space: str | None = None
+    """The search space: a folder holding families.yaml, by name (under search_spaces/, or beside the
+    campaign file) or by path (relative to the campaign file's folder); none: the harness's own
+    (hopper_gemm's), where it has one."""
     seed: int = 0
     """Random seed of the knob optimizer."""
     knob_patience: int = Field(6, ge=1)
@@ -60,6 +63,16 @@ class SearchSettings(Strict):
 
 
 
+def _own_space(campaign: Campaign) -> str:
+    """The space of a campaign that names none: its harness's, or a SpaceError saying to name one."""
+    harness = registry.harness(campaign.harness.name)
+    if harness.space is None:
+        raise SpaceError(f"agent.search.space: the {harness.name} harness has no search space of its own: name one "
+                         "(a folder holding families.yaml, under search_spaces/ or beside the campaign), or "
+                         "propose with --agent llm")
+    return harness.space
+
+
 def _settings(knobs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs.items())
 
@@ -72,7 +85,8 @@ class SearchAgent(AgentBase):
         s = campaign.agent.of(SearchAgent)
         self.batch_setting = s.batch
         self.batch = s.batch or 4
-        self.space = Space(s.space)
+        self.space = Space(s.space or _own_space(campaign))
+        self.space.fits(registry.harness(campaign.harness.name))  # another harness's space: refused now
         self.seed = s.seed
         self.patience = s.knob_patience
         self.overlap_setting = s.overlap

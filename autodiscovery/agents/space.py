@@ -138,11 +138,19 @@ class Family(BaseModel):
 
 
 class Space:
+    """A search space: by name, `search_spaces/<name>/families.yaml` with its templates in `seeds/<name>/`;
+    by path (a campaign's own, `my_space/` or an absolute path), a folder holding families.yaml and the
+    templates and sources it names."""
+
     def __init__(self, name: str, seeds_dir: Path | None = None) -> None:
         self.name = name
-        path = SEARCH_SPACES / name / "families.yaml"
+        own = Path(name).expanduser()
+        by_path = own.is_absolute() or "/" in name
+        self.folder = own if by_path else SEARCH_SPACES / name
+        path = self.folder / "families.yaml"
         if not path.is_file():
-            raise SpaceError(f"search space '{name}' not found ({path})")
+            raise SpaceError(f"search space '{name}' not found (no {path})")
+        self.path = path
         try:
             raw = yaml.safe_load(path.read_text())["families"]
             self.families = {n: Family.model_validate({**f, "name": n}) for n, f in raw.items()}
@@ -151,7 +159,18 @@ class Space:
         except ValidationError as exc:
             err = exc.errors()[0]
             raise SpaceError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
-        self.seeds = seeds_dir or SEEDS / name
+        self.seeds = seeds_dir or (self.folder if by_path else SEEDS / name)
+
+    def fits(self, harness) -> None:
+        """Raise a SpaceError in one line where a family's kernel is not one `harness` can launch (its
+        default rendered, its manifest read by the harness): the space of another harness."""
+        for fam in self.ladder():
+            try:
+                source = self.render(fam.name, fam.default)
+                harness.manifest(source)
+            except (AutoDiscoveryError, OSError) as exc:
+                raise SpaceError(f"search space {self.path} does not fit the {harness.name} harness: its family "
+                                 f"{fam.name}: {' '.join(str(exc).split())}") from None
 
     def __getstate__(self) -> dict:
         """Picklable (an executor sends the agent or a harness holding it to its workers): the template

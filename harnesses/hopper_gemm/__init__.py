@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.proc import run_child
@@ -248,6 +248,14 @@ class HopperGemmHarness(HarnessBase):
         return toolkit_nvcc.doctor(campaign.harness.nvcc, "Hopper GPU (sm_90a)", probe)
 
     # ---- static checks and builds -----------------------------------------------------------
+    space = "hopper_gemm"
+    manifest = staticmethod(parse)
+
+    def entries(self, plan: Launch) -> list[Entry]:
+        """The one kernel, its arguments: A, B, C, W pointers, M, N, K int32, a tensor map by value."""
+        sizes = [8 if a in ("A", "B", "C", "W") else 4 if a in ("M", "N", "K") else 128 for a in plan.args]
+        return [Entry(plan.kernel, sizes, "kernel")]
+
     def check(self, source: str) -> Launch:
         """The resolved launch for the campaign's shape; ManifestError says why not (RefusedSource: the
         candidate could read the host)."""

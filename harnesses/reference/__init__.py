@@ -21,7 +21,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
@@ -121,6 +121,16 @@ class ReferenceHarness(HarnessBase):
         return toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU and PyTorch (the problem probed)", probe)
 
     # ---- static checks and builds -----------------------------------------------------------
+    @staticmethod
+    def manifest(source: str):
+        return manifest.parse(source)  # the module's: a method's body does not see the class's names
+
+    def entries(self, plan: dict) -> list[Entry]:
+        """Each launch's kernel and its arguments: a tensor is a pointer (8 bytes), a scalar its type's."""
+        size = {"tensor": 8, "i32": 4, "i64": 8, "f32": 4, "f64": 8}
+        return [Entry(launch["kernel"], [size[kind] for kind, _ in launch["args"]], f"launches[{i}]")
+                for i, launch in enumerate(plan["launches"])]
+
     def check(self, source: str) -> dict:
         """The candidate's plan for this problem; ManifestError says why not (RefusedSource: it could read
         the host)."""

@@ -21,11 +21,12 @@ class ProblemError(AutoDiscoveryError):
 
 
 def resolve(file: str) -> Path:
-    """The problem file: absolute, or relative to the project."""
+    """The problem file: absolute, or relative to the project (a campaign's `problem.file` relative to its
+    own folder is made absolute when the campaign is loaded)."""
     p = Path(file).expanduser()
     path = p if p.is_absolute() else ROOT / p
     if not path.is_file():
-        raise ProblemError(f"problem file not found: {file}")
+        raise ProblemError(f"problem file not found: {file}" + ("" if p.is_absolute() else f" (looked for {path})"))
     return path
 
 

@@ -22,7 +22,8 @@ class Problem(ProblemBase):
     and timed against."""
 
     file: str
-    """The problem file: a path, absolute or relative to the project (problems/softmax.py)."""
+    """The problem file: a path, absolute or relative to the campaign file's folder, else to the project
+    (problems/softmax.py)."""
     sizes: dict[str, int] = {}
     """Module-level sizes to set before `get_inputs()` and `get_init_inputs()` run (batch_size: 8192)."""
     dtype: Literal["float32", "float16", "bfloat16", "float64"] | None = None
