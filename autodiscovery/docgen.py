@@ -232,8 +232,7 @@ def _param_row(param, hints: dict[str, Any]) -> str:
     if getattr(param, "is_flag", False):
         kind, default = "flag", "on" if param.default else "off"
     else:
-        tp = hints.get(param.name)
-        kind = _code(type_name(tp)) if tp is not None else ""
+        kind = _cli_type(hints.get(param.name))
         if getattr(param, "multiple", False):
             kind += " (repeatable)"
         default = "required" if param.required else (_code(_yaml(param.default)) if param.default not in (None, [], ()) else "")
@@ -267,6 +266,22 @@ def cli_page() -> str:
             parts.append("| argument or option | type | default | what it is |\n| --- | --- | --- | --- |\n"
                          + "\n".join(rows))
     return HEADER + "\n\n".join(p for p in parts if p) + "\n"
+
+
+CLI_TYPES = {str: "text", int: "integer", float: "number", Path: "path", bool: "true or false"}
+"""How the command line reads a value of each Python type."""
+
+
+def _cli_type(tp: Any) -> str:
+    """An option's value as typed on the command line: `integer`, `text`; an option left out is none."""
+    if tp is None:
+        return ""
+    args = [a for a in get_args(tp) if a is not type(None)]
+    if get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _cli_type(args[0])
+    if get_origin(tp) is list and args:
+        return _cli_type(args[0])
+    return CLI_TYPES.get(tp, type_name(tp))
 
 
 def _hints(callback) -> dict[str, Any]:
