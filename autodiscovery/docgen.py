@@ -16,6 +16,7 @@ import ast
 import importlib
 import inspect
 import sys
+import textwrap
 import types
 import typing
 from pathlib import Path
@@ -107,7 +108,7 @@ def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
             continue
         try:
-            tree = ast.parse(inspect.getsource(cls))
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))  # a nested class is indented
         except (OSError, TypeError, SyntaxError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
