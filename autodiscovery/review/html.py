@@ -13,6 +13,7 @@ import difflib
 import json
 import math
 import re
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -98,8 +99,9 @@ def collect(store: Store, run_id: int) -> dict:
             "registers": any(r.get("registers") is not None for r in chain)}
 
 
-def figures(data: dict, harness: type) -> Figures:
-    """The core's charts, then the harness's (one named like a core chart replaces it)."""
+def figures(data: dict, harness: type, only: set[str] | None = None) -> Figures:
+    """The core's charts, then the harness's (one named like a core chart replaces it); with `only`, just
+    the core's charts of those names (what a live page draws again)."""
     plt = pyplot()
     figs = Figures()
     objective = harness.objective
@@ -178,6 +180,9 @@ def figures(data: dict, harness: type) -> Figures:
     legend(ax, loc="lower right" if higher else "center right", fontsize=8, frameon=False)
     figs.figs["progress"] = fig
 
+    if only is not None and "lineage" not in only:
+        return figs
+
     # ---- the lineage by step, in the objective -------------------------------------------------------
     steps = data["steps"]
     if steps:
@@ -190,6 +195,9 @@ def figures(data: dict, harness: type) -> Figures:
         ax.set_ylabel(name)
         ax.set_title("the kept lineage, step by step")
         figs.figs["lineage"] = fig
+
+    if only is not None:
+        return figs
 
     # ---- the harness's own ---------------------------------------------------------------------------
     for chart in harness.charts(data):
@@ -243,26 +251,53 @@ def _diff_html(text: str) -> Markup:
     return Markup("\n".join(out))
 
 
+def environment(*folders: Path) -> jinja2.Environment:
+    """The templates' environment: the report's folder (and `folders`, searched first), escaping on, an
+    undefined name an error, the filters the pages share."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([*folders, TEMPLATES]), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["diff_html"] = _diff_html
+    env.tests["numeric_text"] = lambda cell: bool(NUMBER.fullmatch(cell))
+    env.filters["pretty"] = lambda v: json.dumps(_times_shown(v), indent=2, default=str)
+    env.filters["time"] = _time_html
+    env.filters["figure"] = lambda v, spec: "–" if v is None else ("yes" if v is True else "no" if v is False
+                                                                  else format(v, spec) if spec else str(v))
+    return env
+
+
+DRAWING = threading.Lock()
+"""matplotlib's pyplot is one state for the process: one page's charts are drawn at a time."""
+
+
+def _svgs(figs: Figures, data: dict) -> tuple[dict[str, Markup], list[tuple[str, str]]]:
+    """The charts as inline SVG by name, and those that no table introduces, with their headings."""
+    attached = {t.chart for t in data["tables"] if t.chart} | {"progress", "lineage"}
+    return ({name: figs.svg(name) for name in figs.figs},
+            [(name, figs.titles.get(name) or name) for name in figs.figs if name not in attached])
+
+
+def charts(data: dict, harness: type, only: set[str] | None = None) -> tuple[dict[str, Markup], list[tuple[str, str]]]:
+    """The run's charts (with `only`, those of the core named) as inline SVG, and the headings of those no
+    table introduces: what `report --out` and `serve` both show."""
+    with DRAWING:
+        figs = figures(data, harness, only)
+        try:
+            return _svgs(figs, data)
+        finally:
+            figs.close()
+
+
 def render(store: Store, run_id: int, png_dir: Path | None = None) -> tuple[str, list[Path]]:
     """The page, and the PNGs written (with `png_dir`)."""
     data = collect(store, run_id)
     harness = report.harness_class(store, run_id)
-    figs = figures(data, harness)
-    try:
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                 undefined=jinja2.StrictUndefined)
-        env.filters["diff_html"] = _diff_html
-        env.tests["numeric_text"] = lambda cell: bool(NUMBER.fullmatch(cell))
-        env.filters["pretty"] = lambda v: json.dumps(_times_shown(v), indent=2, default=str)
-        env.filters["time"] = _time_html
-        env.filters["figure"] = lambda v, spec: "–" if v is None else ("yes" if v is True else "no" if v is False
-                                                                      else format(v, spec) if spec else str(v))
-        attached = {t.chart for t in data["tables"] if t.chart} | {"progress", "lineage"}
-        others = [(name, figs.titles.get(name) or name) for name in figs.figs if name not in attached]
-        page = env.get_template("report.html.j2").render(
-            data=data, charts={name: figs.svg(name) for name in figs.figs}, others=others,
-            objective=harness.objective)
-        pngs = figs.png(png_dir) if png_dir is not None else []
-    finally:
-        figs.close()
+    with DRAWING:
+        figs = figures(data, harness)
+        try:
+            svgs, others = _svgs(figs, data)
+            pngs = figs.png(png_dir) if png_dir is not None else []
+        finally:
+            figs.close()
+    page = environment().get_template("report.html.j2").render(
+        data=data, charts=svgs, others=others, objective=harness.objective, href=lambda run, seq: "")
     return page, pngs

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS
@@ -66,6 +66,13 @@ def _metrics(c: Candidate, harness: type) -> dict[str, Any]:
     low, high = objective.bounds(m) or (None, None)
     return {"score": score, "score_text": objective.format(score), "ci_low": low, "ci_high": high,
             "figures": figures(harness, m, build_facts(c.build))}
+
+
+def _candidates(s: Session, run_id: int) -> list[Candidate]:
+    """A run's candidates in order, with what `candidate_row` reads of each loaded in a few queries."""
+    return list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq).options(
+        selectinload(Candidate.evaluations), selectinload(Candidate.decision), selectinload(Candidate.build),
+        selectinload(Candidate.parent))))
 
 
 def _run(s: Session, run_id: int) -> Run:
@@ -164,14 +171,15 @@ def candidate_row(c: Candidate, harness: type) -> dict:
 def show_run(store: Store, run_id: int) -> dict:
     with store.session() as s:
         run = _run(s, run_id)
+        cands, harness = _candidates(s, run_id), harness_of(run)
         calls = s.scalars(select(LlmCall).where(LlmCall.run_id == run_id).order_by(LlmCall.id))
         return {
             "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
             "stop_reason": run.stop_reason, "created_at": run.created_at.isoformat(), "elapsed_s": run.elapsed_s,
             "best_seq": run.best.seq if run.best else None, "objective": objective_of(run).name,
-            **tally(c.status for c in run.candidates),
+            **tally(c.status for c in cands),
             "config": run.config, "fingerprint": run.fingerprint,
-            "candidates": [candidate_row(c, harness_of(run)) | {"source": c.source} for c in run.candidates],
+            "candidates": [candidate_row(c, harness) | {"source": c.source} for c in cands],
             "llm_calls": [{"model": k.model, "input_tokens": k.input_tokens, "output_tokens": k.output_tokens,
                            "latency_ms": k.latency_ms, "cost": k.cost, "error": k.error} for k in calls],
         }
@@ -327,7 +335,7 @@ def tree(store: Store, run_id: int) -> list[dict]:
     with store.session() as s:
         run = _run(s, run_id)
         harness = harness_of(run)
-        cands = sorted(run.candidates, key=lambda c: c.seq)
+        cands = _candidates(s, run_id)
         children: dict[int | None, list[Candidate]] = {}
         for c in cands:
             children.setdefault(c.parent_id, []).append(c)
