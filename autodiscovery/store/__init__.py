@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from sqlalchemy import create_engine, event, inspect
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -17,7 +18,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from autodiscovery import ROOT, AutoDiscoveryError
-from autodiscovery.store.migrations import migrate
+from autodiscovery.store.migrations import MIGRATIONS, migrate
 from autodiscovery.store.models import (
     Base,
     Build,
@@ -94,34 +95,83 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def _sqlite_read_only(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # a writer's checkpoint may hold a lock briefly
+    cur.execute("PRAGMA query_only=ON")
+    cur.close()
+
+
 class Store:
     """Opens (and migrates) a database given a SQLAlchemy URL or a file path. With `create` false (the
-    commands that only read) a database that does not exist yet is an error, never made."""
+    commands that only read) a database that does not exist yet is an error, never made.
 
-    def __init__(self, url: str | Path | None = None, create: bool = True) -> None:
-        self.url = self._url(url, create)
+    With `read_only`, nothing is ever written: SQLite opens the file with `mode=ro` (and `query_only`),
+    PostgreSQL's transactions are read-only, nothing is migrated (a database of an older schema is an
+    error that says how to bring it up to date) and no session commits. Runs may write the
+    database meanwhile: in WAL mode a reader never blocks a writer."""
+
+    def __init__(self, url: str | Path | None = None, create: bool = True, read_only: bool = False) -> None:
+        self.read_only = read_only
+        self.url = self._url(url, create and not read_only)
         self.shown = shown(self.url)
         """The URL as messages show it, without its password."""
         try:
-            self.engine: Engine = create_engine(self.url)
+            self.engine: Engine = self._engine()
         except (ArgumentError, ImportError) as exc:
             raise StoreError(f"database URL '{self.shown}' is not usable: {self._redact(exc)}") from None
-        if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
-            self._ours(create)
-            migrate(self.engine)
+            self._ours(create and not read_only)
+            self._current() if read_only else migrate(self.engine)
         except DatabaseError as exc:
             if "file is not a database" in str(exc.orig):
                 raise StoreError(f"{self._where()} is not an AutoDiscovery database (not an SQLite file)") from None
             raise StoreError(f"cannot open database {self.shown}: {self._redact(why(exc))}") from None
         self._factory = sessionmaker(self.engine, expire_on_commit=False)
 
+    def _engine(self) -> Engine:
+        if not self.read_only:
+            engine = create_engine(self.url)
+            if engine.dialect.name == "sqlite":
+                event.listen(engine, "connect", _sqlite_pragmas)
+            return engine
+        url = make_url(self.url)
+        if url.get_backend_name() == "sqlite":
+            path = url.database or ""
+            if not path or path.startswith(":memory:"):
+                raise ArgumentError("an in-memory database cannot be opened read-only")
+            if not path.startswith("file:"):
+                path = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+            engine = create_engine(url.set(database=path, query={**url.query, "uri": "true"}))
+            event.listen(engine, "connect", _sqlite_read_only)
+            return engine
+        if url.get_backend_name() == "postgresql":
+            return create_engine(url, connect_args={"options": "-c default_transaction_read_only=on"})
+        return create_engine(url)
+
+    def _current(self) -> None:
+        """Refuse, without writing, a database whose schema is not this version's."""
+        with self.engine.connect() as conn:
+            done = set(conn.scalars(text("SELECT name FROM _migrations")))
+        ours = [name for name, _ in MIGRATIONS]
+        if missing := [name for name in ours if name not in done]:
+            raise StoreError(f"{self._where()} is of an older schema ({len(missing)} migration"
+                             f"{'s' if len(missing) > 1 else ''} behind: {', '.join(missing)}); any command that "
+                             f"may write brings it up to date (`autodiscovery runs --db {self._where()}`)")
+        if newer := sorted(done - set(ours)):
+            raise StoreError(f"{self._where()} was written by a newer AutoDiscovery (migrations unknown here: "
+                             f"{', '.join(newer)}): upgrade this installation")
+
     def _redact(self, exc: object) -> str:
         return redact(str(exc), self.url)
 
+    @property
+    def where(self) -> str:
+        """Where the database is, as messages name it: its file, or its URL without the password."""
+        return self._where()
+
     def _where(self) -> str:
-        path = self.engine.url.database if self.engine.dialect.name == "sqlite" else None
+        path = make_url(self.url).database if self.engine.dialect.name == "sqlite" else None
         return path if path and not path.startswith(("file:", ":memory:")) else self.shown
 
     def _ours(self, create: bool) -> None:
@@ -178,11 +228,13 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """The one way to write: commits on success, rolls back on error, always closes."""
+        """The one way to write: commits on success, rolls back on error, always closes (a read-only
+        store's sessions only close: the pool ends their transaction, and what they read stays loaded)."""
         session = self._factory()
         try:
             yield session
-            session.commit()
+            if not self.read_only:
+                session.commit()
         except OperationalError as exc:
             session.rollback()
             raise StoreError(f"cannot write database {self.shown}: {self._redact(why(exc))}; what was recorded "

@@ -1,0 +1,192 @@
+"""The web application of `serve`: a few GET routes over a read-only store, pages rendered with the
+report's templates and charts, and one small JSON route a run's page polls to update itself.
+
+Every response passes through one place (`Pages.respond`): secrets redacted, a Content-Security-Policy
+that lets run only the page's own script (a nonce), no caching, no framing."""
+
+from __future__ import annotations
+
+import secrets as random_tokens
+import threading
+from collections import OrderedDict
+from urllib.parse import urlencode
+
+from pygments.formatters import HtmlFormatter
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from autodiscovery.review import html as report_html
+from autodiscovery.review import report
+from autodiscovery.review.report import NotFound
+from autodiscovery.serve import views
+from autodiscovery.serve.secrets import Redactor
+from autodiscovery.serve.source import duration, highlight
+from autodiscovery.store import RunStatus, Store, StoreError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+           "Cache-Control": "no-store"}
+CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src data:; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+"""Inline styles are allowed (the charts' SVG carries them); scripts only with the page's nonce."""
+
+
+class Pages:
+    """The routes' work: each reads the store, renders a template, and responds through `respond`."""
+
+    def __init__(self, store: Store, poll_s: float) -> None:
+        self.store, self.poll_s = store, poll_s
+        self.redact = Redactor(store.url)
+        self.env = report_html.environment()
+        self.env.filters["duration"] = duration
+        self.env.globals |= {"database": store.where, "highlight_css": HtmlFormatter().get_style_defs(".highlight"),
+                             "statuses": [s.value for s in RunStatus]}
+        self.fragments: OrderedDict[tuple, dict[str, str]] = OrderedDict()
+        """The live fragments of the latest states asked for, by (run, page, token): one drawing for every
+        browser that watches a run."""
+        self.lock = threading.Lock()
+
+    # ---- responses ------------------------------------------------------------------------------------
+    def respond(self, body: str, code: int = 200, nonce: str = "", media_type: str = "text/html") -> Response:
+        response = Response(self.redact(body), status_code=code, media_type=media_type)
+        response.headers.update(HEADERS | {"Content-Security-Policy": CSP.format(nonce=nonce or "none")})
+        return response
+
+    def page(self, template: str, code: int = 200, **context) -> Response:
+        nonce = random_tokens.token_urlsafe(16)
+        body = self.env.get_template(template).render(nonce=nonce, href=href, url=url, **context)
+        return self.respond(body, code, nonce)
+
+    def error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, NotFound):
+            return self.page("error.html.j2", 404, title="Not found", message=str(exc))
+        if isinstance(exc, HTTPException):
+            return self.page("error.html.j2", exc.status_code, title=exc.detail, message=exc.detail)
+        if isinstance(exc, StoreError):  # the database went away or stayed locked: say so, try again later
+            return self.page("error.html.j2", 503, title="Database unavailable", message=str(exc))
+        return self.page("error.html.j2", 500, title="Internal error",
+                         message=f"{type(exc).__name__}: this page could not be made (see the server's output)")
+
+    # ---- pages ----------------------------------------------------------------------------------------
+    def runs(self, request: Request) -> Response:
+        q = request.query_params
+        campaign, status = q.get("campaign") or None, q.get("status") or None
+        data = views.runs_page(self.store, campaign, status, _int(q.get("page"), 1))
+        return self.page("runs.html.j2", data=data, campaign=campaign, status=status)
+
+    def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        page = _int(request.query_params.get("page"), 1)
+        state = views.token(self.store, run_id)
+        head = views.header(self.store, run_id)
+        if head["is_suite"]:
+            dispatch = report.dispatch(self.store, run_id)
+            columns = [c for c in dispatch["harness"].columns if "suite" in c.views]
+            return self.page("suite.html.j2", head=head, live=views.live(self.store, run_id), dispatch=dispatch,
+                             columns=columns, token=state, poll_ms=int(self.poll_s * 1000),
+                             live_url=url(f"/runs/{run_id}/live", page=page))
+        return self.page("run.html.j2", **self._run_context(run_id, page), token=state,
+                         poll_ms=int(self.poll_s * 1000), live_url=url(f"/runs/{run_id}/live", page=page))
+
+    def _run_context(self, run_id: int, page: int) -> dict:
+        data = report_html.collect(self.store, run_id)
+        harness = report.harness_class(self.store, run_id)
+        charts, others = report_html.charts(data, harness)
+        return {"data": data, "run": data["run"], "charts": charts, "others": others, "objective": harness.objective,
+                "head": views.header(self.store, run_id), "live": views.live(self.store, run_id),
+                "cands": views.candidates_page(self.store, run_id, page), "harness": harness}
+
+    def live(self, request: Request) -> Response:
+        """{"token", "running", "fragments": {element id: its new HTML}}: empty fragments while nothing
+        changed since the token the page holds (`since`)."""
+        run_id = request.path_params["run_id"]
+        page = _int(request.query_params.get("page"), 1)
+        state = views.token(self.store, run_id)
+        running = state.startswith(f"{RunStatus.running.value}-")
+        if request.query_params.get("since") == state:
+            return self._json({"token": state, "running": running, "fragments": {}})
+        key = (run_id, page, state)
+        with self.lock:
+            fragments = self.fragments.get(key)
+        if fragments is None:
+            fragments = self._fragments(run_id, page)
+            with self.lock:
+                self.fragments[key] = fragments
+                while len(self.fragments) > 16:
+                    self.fragments.popitem(last=False)
+        return self._json({"token": state, "running": running, "fragments": fragments})
+
+    def _fragments(self, run_id: int, page: int) -> dict[str, str]:
+        """The parts of a run's page that change as it goes, drawn by the same templates and chart code."""
+        if views.header(self.store, run_id)["is_suite"]:
+            dispatch = report.dispatch(self.store, run_id)
+            context = {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id),
+                       "dispatch": dispatch, "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
+            return {"live": self._block("suite.html.j2", "live", context),
+                    "dispatch": self._block("suite.html.j2", "dispatch", context)}
+        context = self._run_context(run_id, page)
+        return {"live": self._block("run.html.j2", "live", context),
+                "chart-progress": self._block("run_sections.html.j2", "progress", context),
+                "lineage": self._block("run_sections.html.j2", "lineage", context),
+                "candidates": self._block("run.html.j2", "candidates", context)}
+
+    def _block(self, template: str, block: str, context: dict) -> str:
+        t = self.env.get_template(template)
+        return "".join(t.blocks[block](t.new_context({"href": href, "url": url, **context}))).strip()
+
+    def _json(self, data: dict) -> Response:
+        return self.respond(JSONResponse(data).body.decode(), media_type="application/json")
+
+    def candidate(self, request: Request) -> Response:
+        run_id, seq = request.path_params["run_id"], request.path_params["seq"]
+        data = views.candidate(self.store, run_id, seq)
+        harness = report.harness_class(self.store, run_id)
+        labels = {c.key: c for c in harness.columns}
+        return self.page("candidate.html.j2", c=data, run_id=run_id, head=views.header(self.store, run_id),
+                         objective=harness.objective, labels=labels, source=highlight(data["source"]))
+
+    def tree(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        data = views.tree_page(self.store, run_id, _int(request.query_params.get("page"), 1))
+        return self.page("tree.html.j2", data=data, run_id=run_id, head=views.header(self.store, run_id))
+
+
+def href(run_id: int, seq: int | None = None) -> str:
+    """The page of a run, or of one of its candidates."""
+    return f"/runs/{run_id}" if seq is None else f"/runs/{run_id}/candidates/{seq}"
+
+
+def url(path: str, **query) -> str:
+    """A path with its query (the parameters that are not None)."""
+    given = {k: v for k, v in query.items() if v is not None}
+    return f"{path}?{urlencode(given)}" if given else path
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def create_app(store: Store, poll_s: float = 2.0, hosts: tuple[str, ...] | None = LOOPBACK) -> Starlette:
+    """The application over a read-only store. `hosts`: the Host names it answers (its loopback names by
+    default, so a page elsewhere cannot reach it through a name it rebinds to 127.0.0.1); None: any."""
+    if not store.read_only:
+        raise ValueError("serve needs a read-only store: Store(url, read_only=True)")
+    pages = Pages(store, poll_s)
+    routes = [
+        Route("/", pages.runs),
+        Route("/runs/{run_id:int}", pages.run),
+        Route("/runs/{run_id:int}/live", pages.live),
+        Route("/runs/{run_id:int}/tree", pages.tree),
+        Route("/runs/{run_id:int}/candidates/{seq:int}", pages.candidate),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={Exception: pages.error, HTTPException: pages.error, NotFound: pages.error})
