@@ -181,18 +181,22 @@ def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monk
     before = signal.getsignal(signal.SIGINT)  # default, or ignored where the tests run in the background
     res = invoke("--db", db, "run", "--quiet")
     assert res.exit_code == 130
-    if presses == 1:
-        assert seen["asked"] and "continue with `autodiscovery run --resume 1`" in res.output
+    said = " ".join(res.output.split())
+    if presses == 1:  # the hint names the database the run was given
+        assert seen["asked"] and f"continue with `autodiscovery run --resume 1 --db {db}`" in said
     else:
-        assert "asked" not in seen and "continue with `autodiscovery run --resume 7`" in res.output
+        assert "asked" not in seen and f"continue with `autodiscovery run --resume 7 --db {db}`" in said
     assert signal.getsignal(signal.SIGINT) is before  # the handler is put back
 
 
 @needs_nvcc
-def test_a_failed_run_exits_non_zero(tmp_path):
-    """The seed does not compile: the run ends `failed`, says why, and the exit code says so too."""
+def test_a_seed_that_does_not_compile_stops_a_dry_run_before_it_starts(tmp_path):
+    """The seed does not compile: a dry run checks it first, says why in one line naming the file, records
+    no run, and exits non-zero."""
     seed = tmp_path / "broken.cu"
     seed.write_text(campaigns.load("hopper-gemm").seed_path().read_text().replace("float acc = 0.0f;", "float acc = nope;"))
     res = invoke("--db", str(tmp_path / "f.db"), "run", "--dry-run", "--quiet", "--set", f"seed={seed}",
                  "--set", f"harness.cache_dir={tmp_path / 'cache'}")
-    assert res.exit_code == 1 and "failed" in res.output and "the seed did not pass" in res.output
+    said = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"seed {seed}: does not compile: broken.cu(" in said, res.output
+    assert 'identifier "nope" is undefined' in said and "run 1" not in said

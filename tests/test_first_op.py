@@ -1,7 +1,9 @@
 """A user's first op from a folder of their own, outside the project: the campaign's relative paths
 resolve against the campaign file (a missing one names every place looked), a space of the user's own
 is named by path, a space of another harness is refused in one line, and a run records paths that a
-resume finds from anywhere."""
+resume finds from anywhere. Then the kernel checked without a GPU (`check`, and `measure` and
+`run --dry-run` first): manifest mistakes name the file and line, the cubin's kernels and their
+arguments are compared with what the manifest launches."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import needs_nvcc
 from typer.testing import CliRunner
 
 from autodiscovery import ROOT
@@ -142,6 +145,70 @@ def test_a_reference_campaign_gets_no_gemm_space(tmp_path):
     with pytest.raises(SpaceError) as exc:
         SearchAgent(c)
     assert str(exc.value) == (f"search space {ROOT}/search_spaces/hopper_gemm/families.yaml does not fit the "
-                              "reference harness: its family naive: manifest: launches: Field required")
+                              "reference harness: its family naive: line 2: manifest: launches: Field required")
     # and the GEMM campaign, which names its space, or names none, keeps its own
     assert SearchAgent(campaigns.load("hopper-gemm", ["agent.search.space=null"])).space.name == "hopper_gemm"
+
+
+def invoke(*args: str, cwd: Path | None = None):
+    return CliRunner().invoke(app, list(args))
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("change, said", [
+    (("args: [x, out, dim]", "args: [x, out, dim"), "kernels/my_sm.cu: line 6: manifest is not valid YAML: expected ',' or ']'"),
+    (("    block: [256, 1, 1]\n", ""), "kernels/my_sm.cu: line 3: manifest: launches.0.block: Field required"),
+    (("dim % 4", "dim % 3"), "kernels/my_sm.cu: at my_sm: this problem (batch_size=1024, dim=4096) does not satisfy "
+                             "the kernel's requires 'dim % 3 == 0'"),
+])
+def test_manifest_mistakes_name_file_and_line_before_any_build(tmp_path, monkeypatch, change, said):
+    path = my_op(tmp_path, kernel=KERNEL.replace(*change))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path))
+    assert res.exit_code == 1 and "FAIL" in res.output and "build" not in res.output, res.output
+    # measure says the same in one line, before it asks for a GPU (this machine has none)
+    res = invoke("measure", "kernels/my_sm.cu", "--campaign", str(path))
+    assert res.exit_code == 2 and one_line(res.output).startswith(f"error: {said}"), res.output
+
+
+@needs_nvcc
+@pytest.mark.parametrize("change, said", [
+    (("kernel: my_softmax", "kernel: my_softmx"),
+     "launches[0] (my_softmx): the cubin defines no kernel 'my_softmx' (it defines my_softmax)"),
+    (('extern "C" ', ""), "the cubin defines no kernel 'my_softmax' (it defines _Z10my_softmaxPKfPfi: declare the "
+                          'kernel extern "C")'),
+    (("args: [x, out, dim]", "args: [x, out]"),
+     "launches[0] (my_softmax): the manifest passes 2 arguments (8, 8 bytes), the kernel takes 3 arguments (8, 8, 4 bytes)"),
+    (("args: [x, out, dim]", "args: [x, out, {i64: dim}]"),
+     "launches[0] (my_softmax): argument 3 of 3 is passed as 8 bytes, the kernel's parameter is 4 bytes"),
+    (("/ s;", "/ t;"), 'does not compile: my_sm.cu(16): error: identifier "t" is undefined'),
+])
+def test_the_cubin_is_checked_against_the_manifest(tmp_path, monkeypatch, change, said):
+    path = my_op(tmp_path, kernel=KERNEL.replace(*change))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path), "--set", f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 1 and said in one_line(res.output), res.output
+    # a dry run checks its seed the same way, before any run is recorded
+    res = invoke("--db", str(tmp_path / "x.db"), "run", "--campaign", str(path), "--dry-run", "--quiet",
+                 "--set", f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 2 and said in one_line(res.output) and "run 1" not in res.output, res.output
+
+
+@needs_nvcc
+def test_the_first_op_walk(tmp_path, monkeypatch):
+    """From an empty folder outside the project: the problem, the campaign, the kernel, the check, a dry run."""
+    path = my_op(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cache = f"harness.cache_dir={tmp_path}/c"
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", "my-op.yaml", "--set", cache)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert [line.split()[:2] for line in lines[1:5]] == [["ok", "manifest:"], ["ok", "plan:"], ["ok", "build:"],
+                                                         ["ok", "kernels:"]]
+    assert "requires dim % 4 == 0 holds" in lines[2] and "the cubin defines my_softmax" in lines[4]
+    res = invoke("run", "--campaign", "my-op.yaml", "--dry-run", "--quiet", "--db", "my.db", "--set", cache)
+    assert res.exit_code == 0 and "1 candidate built" in one_line(res.output), res.output
+    assert "`autodiscovery show 1 --db my.db`" in one_line(res.output)

@@ -85,6 +85,17 @@ def write(path: Path, text: str) -> None:
         raise AutoDiscoveryError(f"cannot write {path}: {exc.strerror}") from None
 
 
+def hint(command: str, db: str | None = None) -> str:
+    """A command to type next, `autodiscovery COMMAND`, with the database this one used where it is not the
+    default (`db`: the command's --db, else the global one), its password left out."""
+    import shlex
+
+    from autodiscovery.store import shown
+
+    given = db or state["db"]
+    return f"autodiscovery {command}" + (f" --db {shlex.quote(shown(str(given)))}" if given else "")
+
+
 def say(text: str) -> None:
     """One message line: never wrapped, so it reads (and greps) the same at any terminal width."""
     console.print(text, soft_wrap=True, highlight=False)

@@ -22,12 +22,14 @@ from autodiscovery.cli.common import (
     emit_json,
     err,
     friendly,
+    hint,
     say,
     store,
 )
 from autodiscovery.review import display, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
+from autodiscovery.toolkit.text import plural
 
 
 @app.command()
@@ -82,7 +84,7 @@ def run(
     loaded = None
     if resume is None and from_ is None:  # validated before anything is opened, and only once
         loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
-    db = store(db, create=True)
+    given, db = db, store(db, create=True)
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
     stop, started = Stop(), []
 
@@ -94,8 +96,9 @@ def run(
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(db, resume)):
-        return _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous)
-    with _saved(started, "run", previous):
+        return _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous,
+                      given)
+    with _saved(started, "run", previous, given):
         if resume is None:
             run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
                                   from_=from_, campaign=loaded)
@@ -104,11 +107,11 @@ def run(
                                    started=started.append)
     summary = report.run_row(db, run_id)
     if stop.requested:
-        say(f"run {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
+        say(f"run {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
     if dry_run:
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
-                      f"{summary['evaluated']} candidates built. See `autodiscovery show {run_id}`.")
+            f"{plural(summary['evaluated'], 'candidate')} built. See `{hint(f'show {run_id}', given)}`.")
         if summary["status"] == "failed":
             raise typer.Exit(1)
         return
@@ -116,34 +119,35 @@ def run(
     if table is not None:
         console.print(table)
     say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_summary']}. "
-        f"See `autodiscovery lineage {run_id}`" + (f" and `autodiscovery report {run_id}`." if table else "."))
+        f"See `{hint(f'lineage {run_id}', given)}`" + (f" and `{hint(f'report {run_id}', given)}`." if table else "."))
     if summary["status"] == "failed":
         raise typer.Exit(1)
 
 
 @contextlib.contextmanager
-def _saved(started: list[int], what: str, previous):
+def _saved(started: list[int], what: str, previous, given: str | None = None):
     """Around a run or a suite: an interrupt or an error says how to continue what was saved; the
     previous Ctrl-C handler comes back."""
     try:
         yield
     except KeyboardInterrupt:
-        where = f"autodiscovery run --resume {started[0]}" if started else "autodiscovery run --resume <id>"
+        where = hint(f"run --resume {started[0] if started else '<id>'}", given)
         err.print(f"interrupted: everything so far is saved; continue with `{where}`", soft_wrap=True)
         raise typer.Exit(130) from None
     except AutoDiscoveryError as exc:
         if started:
             raise AutoDiscoveryError(f"{exc}; {what} {started[0]} is saved: continue with "
-                                     f"`autodiscovery run --resume {started[0]}`") from None
+                                     f"`{hint(f'run --resume {started[0]}', given)}`") from None
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous) -> None:
+def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous,
+           given=None) -> None:
     """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
     view = runner.Quiet() if quiet else display.LiveDisplay(console)
-    with _saved(started, "suite", previous), console.status("suite") if quiet else contextlib.nullcontext() as status:
+    with _saved(started, "suite", previous, given), console.status("suite") if quiet else contextlib.nullcontext() as status:
         progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
         if resume is None:
             run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
@@ -152,11 +156,12 @@ def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_n
     console.print(display.dispatch_table(report.dispatch(db, run_id)))
     summary = report.run_row(db, run_id)
     if stop.requested:
-        say(f"suite {run_id} stopped between two candidates; continue with `autodiscovery run --resume {run_id}`")
+        say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
     library = hasattr(report.harness_class(db, run_id), "export_library")
-    say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `autodiscovery report {run_id}`"
-        + (f"; `autodiscovery export {run_id} --library DIR` writes its best kernels as a library." if library else "."))
+    say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `{hint(f'report {run_id}', given)}`"
+        + (f"; `{hint(f'export {run_id} --library DIR', given)}` writes its best kernels as a library."
+           if library else "."))
 
 
 @app.command()
@@ -253,4 +258,5 @@ def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
         console.print(display.fingerprints_table(data))
     flagged = [s for s in data["steps"] if s["flag"]]
     say(f"{len(flagged)} of {len(data['steps'])} steps differ from the recording by more than the noise"
-        if flagged else f"all {len(data['steps'])} steps agree with the recording within the noise")
+        if flagged else f"{'the' if len(data['steps']) == 1 else 'all'} {plural(len(data['steps']), 'step')} "
+           f"agree{'s' if len(data['steps']) == 1 else ''} with the recording within the noise")

@@ -1,15 +1,18 @@
-"""Commands about the set-up: what a campaign needs, and the campaigns that ship."""
+"""Commands about the set-up: what a campaign needs, a kernel checked against its campaign without a GPU,
+and the campaigns that ship."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery import campaign as campaigns
-from autodiscovery.cli.common import app, console, emit_json, friendly
+from autodiscovery.cli.common import SetOption, app, console, emit_json, friendly, say
 
 
 @app.command()
@@ -33,6 +36,33 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
         console.print(t)
     if not all(p for _, p, _, needed in rows if needed):  # exit 0 when what the campaign needs is there
         raise typer.Exit(1)
+
+
+@app.command()
+@friendly
+def check(
+    kernel: Annotated[Path, typer.Argument(help="A kernel source file with its @manifest.")],
+    campaign: Annotated[str, typer.Option(help="Campaign (name or YAML file) whose problem and harness apply.")] =
+        campaigns.DEFAULT_CAMPAIGN,
+    set_: SetOption = None,
+) -> None:
+    """Check a kernel against its campaign without a GPU: the manifest (naming the line of a mistake), the
+    launch plan at the campaign's sizes (requires, grids, names, outputs), the build with nvcc, and the
+    kernels the built cubin defines against those the manifest launches, with their arguments."""
+    from autodiscovery.running.check import check_file
+
+    loaded = campaigns.load(campaign, list(set_ or []))
+    with console.status(f"checking {kernel}"):
+        result = check_file(kernel, loaded)
+    say(f"{escape(str(kernel))} against {escape(loaded.name)} ({loaded.harness.name} harness):")
+    for step in result.steps:
+        mark = "[green]ok[/]  " if step.ok else "[red]FAIL[/]"
+        say(f"  {mark} {step.name}: {escape(' '.join(step.text.split()))}")
+        for line in step.detail.splitlines():
+            say(f"       {escape(line)}")
+    if not result.ok:
+        raise typer.Exit(1)
+    say(f"ready for a GPU: `autodiscovery measure {escape(str(kernel))} --campaign {escape(campaign)}`")
 
 
 @app.command("campaigns")

@@ -18,7 +18,7 @@ from autodiscovery.interfaces import History, Proposal, Record
 from autodiscovery.running.evaluate import assess, screen
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.store import Store
-from autodiscovery.toolkit.text import canon
+from autodiscovery.toolkit.text import canon, plural
 
 
 @dataclass
@@ -71,7 +71,7 @@ class Ladder:
         top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
         best = next((r for r in scored if r.outcome.score == top), None)
         self.ledger.crown(best.candidate_id if best is not None else None)
-        self.ledger.close("finished", f"ladder over {len(rungs)} families", None)
+        self.ledger.close("finished", f"ladder over {plural(len(rungs), 'family', 'families')}", None)
         return self.ledger.run_id, rungs
 
     def _family(self, fam, per_family: int) -> Rung:

@@ -16,6 +16,7 @@ from autodiscovery.campaign import (
     validate,
 )
 from autodiscovery.interfaces import Proposal
+from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
 from autodiscovery.running.loop import Display, Loop, Quiet, Stop
@@ -93,7 +94,12 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
                                  "a run for each of its problems (--from starts one run)")
     harness, agent = prepare(campaign, harness)
     seed = seed or agent.seed_proposal(campaign)
-    harness.check(seed.source)  # a shape the seed cannot take is refused now
+    if dry_run:  # all a GPU is not needed for: the seed's manifest, plan, build, and the cubin's kernels
+        checked = check_source(seed.source, f"seed {from_ or campaign.seed}", campaign, harness)
+        if not checked.ok:
+            raise CheckFailed(checked.failure())
+    else:
+        harness.check(seed.source)  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
     loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
@@ -165,8 +171,11 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
         raise AutoDiscoveryError(f"kernel file not found: {kernel}")
     campaign = load(name_or_path, overrides)
     harness = harness or registry.harness(campaign.harness.name)(campaign)
-    harness.preflight()
     source = path.read_text()
+    checked = check_source(source, kernel, campaign, harness)  # what needs no GPU, before the GPU is asked for
+    if not checked.ok:
+        raise CheckFailed(checked.failure())
+    harness.preflight()
     build = _built(harness, source, kernel)
     return [assess(harness, source, build) for _ in range(repeat)]
 

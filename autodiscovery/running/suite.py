@@ -15,7 +15,7 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
 from autodiscovery.store import Run, Store
 from autodiscovery.store.models import utcnow
-from autodiscovery.toolkit.text import first_line
+from autodiscovery.toolkit.text import first_line, plural
 
 
 class SuiteError(AutoDiscoveryError):
@@ -115,7 +115,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
     if stop.requested and done < len(entries):
         _close(store, parent_id, "interrupted", f"stopped after {done} of {len(entries)} problems")
     else:
-        _close(store, parent_id, "finished", f"suite: {len(entries)} problems tuned")
+        _close(store, parent_id, "finished", f"suite: {plural(len(entries), 'problem')} tuned")
     return parent_id
 
 

@@ -14,19 +14,42 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def read(source: str, model: type[M], error: type[Exception]) -> M:
-    """The manifest of `source` as `model`; `error` (one line) where there is none or it does not fit."""
+    """The manifest of `source` as `model`; `error` (one line) where there is none or it does not fit,
+    naming the line of the source where the YAML breaks or the offending key is."""
     match = MANIFEST_RE.search(source)
     if not match:
         raise error("no /* @manifest ... */ block in the source")
+    first = source[:match.start(1)].count("\n")  # the source line (0-based) the YAML's first line is on
     try:
         data = yaml.safe_load(match.group(1))
     except yaml.YAMLError as exc:
-        raise error(f"manifest is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)  # where it began
+        at = f"line {first + mark.line + 1}: " if mark else ""
+        raise error(f"{at}manifest is not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
-        raise error("manifest must be a YAML mapping")
+        raise error(f"line {first + 1}: manifest must be a YAML mapping")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise error(f"manifest: {where}: {err['msg']}") from None
+        line = _line_of(yaml.compose(match.group(1)), err["loc"])
+        raise error(f"line {first + line + 1}: manifest: {where}: {err['msg']}") from None
+
+
+def _line_of(node: yaml.Node, loc: tuple) -> int:
+    """The line (0-based, in the YAML) of the deepest node along a validation error's location: the key's
+    own, or the mapping that lacks it."""
+    line = node.start_mark.line
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            found = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if found is None:
+                return line
+            line, node = found[0].start_mark.line, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line
+        else:
+            return line
+    return line

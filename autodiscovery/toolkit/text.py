@@ -14,3 +14,8 @@ def first_line(text: str | None) -> str:
 def canon(knobs: dict[str, Any]) -> str:
     """One string per set of knob values, whatever their order."""
     return json.dumps(knobs, sort_keys=True)
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """'1 candidate', '3 candidates' ('1 tuned shape', '2 tuned shapes'; `many` where +s is wrong)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"

@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from autodiscovery.toolkit.text import plural
+
 MODULES = [Path(__file__).with_name(n) for n in ("tuned_gemm.py", "tuned_gemm_driver.py")]
 
 
@@ -71,5 +73,5 @@ def write(folder: Path, entries: list[dict], device: str | None, arch: str, sms:
     left = (f"; {len(slower)} measured slower than cuBLAS in their runs ("
             + ", ".join(f"{'×'.join(map(str, k['shape']))} {k['x_cublas']:.3f}×" for k in slower)
             + "), which gemm leaves to cuBLAS unless use_slower_kernels()") if slower else ""
-    return table | {"summary": f"{len(table['kernels'])} tuned shapes ({shapes}), their cubins and tuned_gemm.py"
+    return table | {"summary": f"{plural(len(table['kernels']), 'tuned shape')} ({shapes}), their cubins and tuned_gemm.py"
                                f"{left}; use it with `sys.path.insert(0, '{folder}'); from tuned_gemm import gemm`"}
