@@ -101,7 +101,8 @@ def test_the_live_route_answers_what_changed_and_nothing_else(db):
     with served(db) as base:
         first = request(base + "/runs/1/live").json()
         assert first["running"] is False
-        assert set(first["fragments"]) == {"live", "chart-progress", "lineage", "candidates"}
+        assert set(first["fragments"]) == {"live", "chart-progress", "lineage-part", "harness-part", "kept-steps",
+                                           "candidates"}
         assert first["fragments"]["chart-progress"].startswith('<div class="chart" id="chart-progress"><svg')
         same = request(base + f"/runs/1/live?since={first['token']}").json()
         assert same == {"token": first["token"], "running": False, "fragments": {}}

@@ -130,9 +130,10 @@ class Pages:
             return {"live": self._block("suite.html.j2", "live", context),
                     "dispatch": self._block("suite.html.j2", "dispatch", context)}
         context = self._run_context(run_id, page)
+        parts = {"chart-progress": "progress", "lineage-part": "lineage", "harness-part": "harness",
+                 "kept-steps": "steps"}
         return {"live": self._block("run.html.j2", "live", context),
-                "chart-progress": self._block("run_sections.html.j2", "progress", context),
-                "lineage": self._block("run_sections.html.j2", "lineage", context),
+                **{key: self._block("run_sections.html.j2", block, context) for key, block in parts.items()},
                 "candidates": self._block("run.html.j2", "candidates", context)}
 
     def _block(self, template: str, block: str, context: dict) -> str:
