@@ -19,6 +19,7 @@ from autodiscovery.cli.common import (
     destination,
     emit_json,
     friendly,
+    hint,
     say,
     store,
     write,
@@ -51,14 +52,17 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
 @friendly
 def show(
     ref: Annotated[str, typer.Argument(help="RUN (e.g. 3) or RUN/CANDIDATE (e.g. 3/7).")],
+    config: Annotated[bool, typer.Option("--config", help="With RUN: the campaign as resolved and the "
+                                                         "fingerprint of where it ran, whole, as JSON.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 
     db: DbOption = None,
 ) -> None:
-    """A run (config, fingerprint, candidates) or one candidate (metrics, logs, source)."""
+    """A run (where it ran, its candidates, each decision cut to a line) or one candidate (hypothesis and
+    decision whole, metrics, logs, source)."""
     at = parse(ref)
     run_id, seq = at.run, at.seq
-    db = store(db)
+    given, db = db, store(db)
     harness = report.harness_class(db, run_id)
     if seq is None:
         data = report.show_run(db, run_id)
@@ -67,18 +71,22 @@ def show(
         used = report.pool(db, run_id)
         if as_json:
             return emit_json(data | {"harness": extra, "llm_summary": calls, "pool": used})
+        if config:
+            return console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']}) · "
             f"{report.tally_text(data)}")
+        say(display.where(data["fingerprint"], harness, console.width))
         if used is not None:
             say(report.pool_text(used))
         if data["config"].get("origin"):
-            say(f"continues {data['config']['origin']} (its lineage: `autodiscovery lineage {data['id']}`)")
-        console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
+            say(f"continues {data['config']['origin']} (its lineage: `{hint(f'lineage {run_id}', given)}`)")
         console.print(display.candidates_table(data["candidates"], harness))
         if table is not None:
             console.print(table)
         if calls:
             console.print(display.llm_table(calls))
+        say(f"one candidate whole: `{hint(f'show {run_id}/SEQ', given)}`; the config and fingerprint: "
+            f"`{hint(f'show {run_id} --config', given)}`")
         return
     data = report.show_candidate(db, run_id, seq)
     if as_json:

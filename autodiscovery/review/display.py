@@ -21,6 +21,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from autodiscovery.interfaces import Objective, Section, columns
@@ -134,13 +135,20 @@ class LiveDisplay:
 
 
 def runs_table(rows: list[dict]) -> Table:
-    """One line a run, read whole at 80 columns: only the campaign's name folds when it is long."""
-    cells = [[str(r["id"]), r["campaign"], r["agent"], r["status"],
-              str(r["evaluated"]) + (f" +{r['proposed']}" if r["proposed"] else ""), r["best_text"],
-              r["created_at"][:10]] for r in rows]
+    """One line a run, read whole at 80 columns: the runs of a suite under it by their problem's label,
+    and only a campaign's name folds when it is long."""
+    cells, suite = [], None
+    for r in rows:
+        name = r["campaign"]
+        if suite and name.startswith(suite + "/"):
+            name = "↳ " + name[len(suite) + 1:]  # a problem of the suite listed above
+        elif str(r["agent"]).startswith("suite"):
+            suite = name
+        cells.append([str(r["id"]), escape(name), r["agent"], r["status"],
+                      str(r["evaluated"]) + (f" +{r['proposed']}" if r["proposed"] else ""), r["best_text"],
+                      r["created_at"][:10]])
     left_proposed = any(r["proposed"] for r in rows)
-    t = Table(title="runs", box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), show_edge=False,
-              caption="+N: candidates left proposed, not evaluated when the run stopped" if left_proposed else None)
+    t = compact("runs", "+N: candidates left proposed, not evaluated when the run stopped" if left_proposed else None)
     for i, col in enumerate(("run", "campaign", "agent", "status", "evaluated", "best", "started")):
         fold = col == "campaign"
         t.add_column(col, no_wrap=not fold, overflow="fold" if fold else "ellipsis",
@@ -151,24 +159,75 @@ def runs_table(rows: list[dict]) -> Table:
     return t
 
 
-def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Table:
+def compact(title: str, caption: str | None = None) -> Table:
+    """A table that reads at 80 columns: a rule under the heads, no frame, one space between columns."""
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, padding=0, show_edge=False)
+
+
+def whole(t: Table, cells: list[list[str]], heads: list[str], cut: str | None = None) -> Table:
+    """Columns and rows: every column as wide as its widest cell and never wrapped, but `cut`, which takes
+    the rest of the line and is cut to it with an ellipsis."""
+    t.expand = cut is not None
+    for i, col in enumerate(heads):
+        if col == cut:
+            t.add_column(col, no_wrap=True, overflow="ellipsis", ratio=1, min_width=8)
+        else:
+            t.add_column(col, no_wrap=True, overflow="ellipsis",
+                         width=max([len(col), *(Text.from_markup(c[i]).cell_len for c in cells)]))
+    for c in cells:
+        t.add_row(*c)
+    return t
+
+
+def one_line(text: str | None) -> str:
+    """A text on one line (its line breaks and runs of spaces as one space), escaped for Rich."""
+    return escape(" ".join((text or "").split()))
+
+
+def where(fingerprint: dict, harness: Any, width: int = 80) -> str:
+    """Where a run ran: the device and the toolchain its measurements depend on, in lines of `width` that
+    break between two facts, never inside one."""
+    facts = harness.identity(fingerprint)
+    parts = [f"on {facts.pop('gpu', None) or 'no GPU'}"]
+    for k, v in facts.items():
+        text = str(v)
+        parts.append(text if text.startswith(k) else f"{k} {text[:24]}")
+    if fingerprint.get("dry_run"):
+        parts.append("dry run")
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) > width:
+            lines[-1] += " ·"
+            lines.append(part)
+        else:
+            lines[-1] += f" · {part}"
+    return "\n".join(escape(line) for line in lines)
+
+
+def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Group:
+    """The kept chain, a row a step, the figures whole at 80 columns; below it each step's hypothesis cut
+    to a line (`show RUN/SEQ` gives it whole)."""
     objective = harness.objective
-    t = Table(title=f"lineage of run {run_id}: the kept chain from the seed to the best")
     compiled = any(r.get("registers") is not None for r in rows)  # compiler facts, where the builds have them
-    heads = ["step", "#", "family", "hypothesis", *figure_heads(harness, "lineage", False), objective.name]
+    heads = ["step", "#", "family", *figure_heads(harness, "lineage", False), objective.name]
     heads += [*(["CI"] if objective.interval else []), *figure_heads(harness, "lineage", True),
               *(["regs", "spills"] if compiled else [])]
-    for col in heads:
-        t.add_column(col, overflow="fold")
+    cells, notes = [], []
     for i, r in enumerate(rows):
         spills = None if r["spill_stores"] is None else r["spill_stores"] + (r["spill_loads"] or 0)
-        where = str(r["seq"]) if r.get("run", run_id) == run_id else f"{r['run']}/{r['seq']}"  # --from another run
+        at = str(r["seq"]) if r.get("run", run_id) == run_id else f"{r['run']}/{r['seq']}"  # --from another run
         ci = [interval(objective, r.get("ci_low"), r.get("ci_high"))] if objective.interval else []
-        t.add_row(str(i), where, r["family"] or "", r["hypothesis"],
-                  *figure_cells(harness, "lineage", r["figures"], False), r["score_text"], *ci,
-                  *figure_cells(harness, "lineage", r["figures"], True),
-                  *([fmt(r["registers"], "d"), fmt(spills, "d")] if compiled else []))
-    return t
+        cells.append([str(i), at, escape(r["family"] or ""), *figure_cells(harness, "lineage", r["figures"], False),
+                      fmt(r.get("score"), objective.spec), *ci, *figure_cells(harness, "lineage", r["figures"], True),
+                      *([fmt(r["registers"], "d"), fmt(spills, "d")] if compiled else [])])
+        notes.append(f"{i:>4}  {one_line(r['hypothesis'])}")
+    t = whole(compact(f"lineage of run {run_id}: the kept chain from the seed to the best"), cells, heads)
+    hypotheses = Table.grid()
+    hypotheses.add_column(no_wrap=True, overflow="ellipsis")
+    hypotheses.add_row(f"[bold]each step's hypothesis[/] (whole: `autodiscovery show {run_id}/SEQ`)")
+    for note in notes:
+        hypotheses.add_row(note)
+    return Group(t, "", hypotheses)
 
 
 def tree(run_id: int, rows: list[dict]) -> Tree:
@@ -205,19 +264,16 @@ def diff_table(data: dict, harness: Any) -> Table:
 
 
 def candidates_table(rows: list[dict], harness: Any) -> Table:
-    t = Table(title="candidates")
+    """Every candidate, a line each at 80 columns: its decision cut to what is left of the line."""
     compiled = any(r.get("registers") is not None for r in rows)
     heads = ["#", "family", "proposer", "status", *figure_heads(harness, "candidates", False),
              harness.objective.name, *figure_heads(harness, "candidates", True), *(["regs"] if compiled else []),
              "decision"]
-    for col in heads:
-        t.add_column(col, overflow="fold")
-    for r in rows:
-        t.add_row(str(r["seq"]), r["family"] or "", r["proposer"], r["status"],
-                  *figure_cells(harness, "candidates", r["figures"], False), r["score_text"],
-                  *figure_cells(harness, "candidates", r["figures"], True),
-                  *([fmt(r["registers"], "d")] if compiled else []), (r["decision"] or "")[:80])
-    return t
+    cells = [[str(r["seq"]), escape(r["family"] or ""), escape(r["proposer"].removeprefix("search:")), r["status"],
+              *figure_cells(harness, "candidates", r["figures"], False), fmt(r.get("score"), harness.objective.spec),
+              *figure_cells(harness, "candidates", r["figures"], True),
+              *([fmt(r["registers"], "d")] if compiled else []), one_line(r["decision"])] for r in rows]
+    return whole(compact("candidates"), cells, heads, cut="decision")
 
 
 def measure_table(kernel: str, outcomes: list, harness: Any) -> Table:
@@ -360,9 +416,15 @@ def sections_table(sections: list[Section]) -> Group:
     """A harness's report tables, one after the other."""
     tables = []
     for sec in sections:
-        t = Table(title=sec.title, caption=sec.caption or None)
-        for col in sec.columns:
-            t.add_column(col, overflow="fold")
+        t = compact(sec.title, sec.caption or None)
+        t.padding = (0, 1, 0, 0)  # two spaces between columns: cells that wrap stay apart
+        for i, col in enumerate(sec.columns):
+            texts = [Text.from_markup(str(row[i])).plain for row in sec.rows if i < len(row)]
+            if all(" " not in x and len(x) <= 14 for x in texts):  # a figure: whole, its head wrapped to fit it
+                width = max([len(x) for x in texts] + [len(w) for w in col.split()])
+                t.add_column(col, no_wrap=False, overflow="fold", width=width)
+            else:
+                t.add_column(col, overflow="fold")
         for row in sec.rows:
             t.add_row(*row)
         tables.append(t)

@@ -18,7 +18,7 @@ from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.recorded import parse
 from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
-from autodiscovery.store.models import utcnow
+from autodiscovery.store.models import database_of, utcnow
 
 UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
 
@@ -78,7 +78,7 @@ def _candidates(s: Session, run_id: int) -> list[Candidate]:
 def _run(s: Session, run_id: int) -> Run:
     run = Run.find(s, run_id)
     if run is None:
-        raise NotFound(f"no run {run_id} in this database")
+        raise NotFound(f"no run {run_id} in {database_of(s)}")
     return run
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS, Campaign, apply_override, validate
 from autodiscovery.store import Run, Store
+from autodiscovery.store.models import database_of
 
 
 class RefError(AutoDiscoveryError):
@@ -54,7 +55,7 @@ def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] =
     with store.session() as s:
         run = Run.find(s, run_id)
         if run is None:
-            raise RefError(f"no run {run_id} in this database")
+            raise RefError(f"no run {run_id} in {database_of(s)}")
         config, fingerprint = dict(run.config), dict(run.fingerprint)
     for assignment in overrides:
         apply_override(config, assignment)

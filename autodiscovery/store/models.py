@@ -52,6 +52,15 @@ class EvalStatus(str, enum.Enum):
     rejected = "rejected"
 
 
+def database_of(session: Session) -> str:
+    """The database a session reads, as messages name it: a SQLite file by its path, any other by its URL
+    without the password."""
+    url = session.get_bind().url
+    if url.get_backend_name() == "sqlite":
+        return (url.database or ":memory:").removeprefix("file:").split("?")[0]
+    return url.render_as_string(hide_password=True)
+
+
 class Run(Base):
     __tablename__ = "runs"
 
