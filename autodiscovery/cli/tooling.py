@@ -17,9 +17,15 @@ from autodiscovery.cli.common import SetOption, app, console, emit_json, friendl
 
 @app.command()
 @friendly
-def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] = "edge-codesign",
-           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Check the tools a campaign needs (simulator, CUDA 11 nvcc, nvcc, GPU) and say what to set."""
+def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] =
+           campaigns.DEFAULT_CAMPAIGN,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the campaign's tools only).")] = False
+           ) -> None:
+    """Check the tools a campaign needs (nvcc, the driver, the GPU; the simulator for edge-codesign), say
+    what to set, then which shipped campaigns this machine is ready for."""
+    from autodiscovery.review.display import compact
+    from autodiscovery.running.runner import readiness
+
     c = campaigns.load(campaign)
     with console.status(f"checking what {c.name} needs"):
         rows = registry.harness(c.harness.name).doctor(c)  # (tool, where found, hint, needed)
@@ -27,13 +33,24 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
         emit_json([{"tool": what, "found": path, "if_missing": None if path else hint, "needed": needed}
                    for what, path, hint, needed in rows])
     else:
-        t = Table(title=f"what {c.name} needs")
+        t = compact(f"what {c.name} needs")
+        t.padding = (0, 1, 0, 0)
         for col in ("tool", "found", "if missing"):
             t.add_column(col, overflow="fold")
         for what, path, hint, needed in rows:
             missing = "[red]not found[/]" if needed else "[yellow]not found (not needed by this campaign)[/]"
             t.add_row(what, f"[green]{path}[/]" if path else missing, "" if path else hint)
         console.print(t)
+        with console.status("checking what the other campaigns need"):
+            ready = readiness(c, rows)
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column()  # what a campaign lacks wraps under itself
+        for name, lacking in ready:
+            grid.add_row(f" {name}", "[green]ready[/]" if not lacking else
+                         f"[red]not ready[/], needs {escape(', '.join(lacking))}")
+        say("the shipped campaigns on this machine:")
+        console.print(grid, highlight=False)
     if not all(p for _, p, _, needed in rows if needed):  # exit 0 when what the campaign needs is there
         raise typer.Exit(1)
 

@@ -107,6 +107,26 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
     return loop.start(fingerprint)
 
 
+def readiness(checked: Campaign, rows: list[tuple]) -> list[tuple[str, list[str]]]:
+    """Each shipped campaign with what it needs that this machine lacks ([]: ready), by `doctor`'s rows of
+    its harness: `rows` for `checked`'s, the others' checked once each (with their first campaign)."""
+    from autodiscovery.campaign import available
+
+    by_harness = {checked.harness.name: rows}
+    out = []
+    for path in available():
+        try:
+            campaign = load(str(path))
+        except AutoDiscoveryError as exc:
+            out.append((path.stem, [f"a valid campaign file ({exc})"]))
+            continue
+        name = campaign.harness.name
+        if name not in by_harness:
+            by_harness[name] = registry.harness(name).doctor(campaign)
+        out.append((path.stem, [what for what, found, _, needed in by_harness[name] if needed and not found]))
+    return out
+
+
 def _flat(data: dict, prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
     for k, v in data.items():
