@@ -57,3 +57,40 @@ def served(db: str | Path, poll_s: float = 0.5):
         thread.join(30)
         sock.close()
         store.engine.dispose()
+
+
+def grown(path: Path, copies: int, runs: int) -> None:
+    """Make a recorded database large: run 1's candidates (with their evaluations and decisions) copied
+    `copies` times into a new run, each copy's seeds made from the previous copy's best, and `runs` more
+    runs like run 1 (sharing its candidates' rows as their best)."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        def columns(table: str) -> list[str]:
+            return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+        def copy(table: str, where: str, changes: dict[str, str], params: dict) -> None:
+            cols = columns(table)
+            select = ", ".join(changes.get(c, c) for c in cols)
+            conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {select} FROM {table} WHERE {where}", params)
+
+        top = conn.execute("SELECT max(id) FROM runs").fetchone()[0]
+        big = top + 1
+        copy("runs", "id = 1", {"id": ":big", "campaign": "'hopper-gemm-large'", "best_candidate_id": "NULL"}, {"big": big})
+        n = conn.execute("SELECT count(*) FROM candidates WHERE run_id = 1").fetchone()[0]
+        step = 10 ** len(str(n * copies + 1000))
+        for k in range(1, copies + 1):
+            off = {"off": k * step, "big": big, "seq": (k - 1) * n}
+            shift = "CASE WHEN {0} IS NULL THEN NULL ELSE {0} + :off END"
+            copy("candidates", "run_id = 1", {"id": "id + :off", "run_id": ":big", "seq": "seq + :seq",
+                                              "parent_id": shift.format("parent_id"),
+                                              "incumbent_id": shift.format("incumbent_id")}, off)
+            copy("evaluations", "candidate_id IN (SELECT id FROM candidates WHERE run_id = 1)",
+                 {"id": "id + :off", "candidate_id": "candidate_id + :off", "against_id": shift.format("against_id")}, off)
+            copy("decisions", "run_id = 1", {"id": "id + :off", "run_id": ":big", "candidate_id": "candidate_id + :off",
+                                             "incumbent_id": shift.format("incumbent_id")}, off)
+        best = conn.execute("SELECT best_candidate_id FROM runs WHERE id = 1").fetchone()[0]
+        conn.execute("UPDATE runs SET best_candidate_id = ? WHERE id = ?", (best + copies * step, big))
+        for i in range(runs):
+            copy("runs", "id = 1", {"id": ":id", "campaign": ":campaign"},
+                 {"id": big + 1 + i, "campaign": f"hopper-gemm-{i % 7}"})

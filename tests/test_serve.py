@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from serving import request, served
+from serving import grown, request, served
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
@@ -181,6 +181,28 @@ def test_a_reference_run_shows_its_speed_ups_and_roofline(tmp_path):
     with served(path) as base:
         text = " ".join(visible(request(base + "/runs/1").body).split())
         assert re.search(r"incumbent #\d+ \w+, [\d.]+× eager, [\d.]+× compile, \d+ GB/s, [\d.]+% roofline", text)
+
+
+def test_thousands_of_candidates_and_hundreds_of_runs_come_by_page_and_quickly(db):
+    import time
+
+    grown(db, copies=70, runs=200)  # run 2: 2030 candidates; 202 runs in all
+    with served(db) as base:
+        request(base + "/runs/2")  # drawn once: the page and its polls reuse the drawing of a state
+        took = {}
+        for path in ("/", "/?page=5", "/runs/2", "/runs/2?page=21", "/runs/2/live", "/runs/2/tree?page=5",
+                     "/runs/2/candidates/2000"):
+            start = time.perf_counter()
+            r = request(base + path)
+            took[path] = time.perf_counter() - start
+            assert r.status == 200, path
+        assert max(took.values()) < 5, took
+        runs = request(base + "/?page=5").body
+        assert "202 runs · page 5 of 5" in visible(runs) and 'href="/runs/1"' in runs
+        last = request(base + "/runs/2?page=21").body
+        assert "page 21 of 21 (2030 candidates)" in visible(last)
+        assert last.count('<tr><td class="num"><a href="/runs/2/candidates/') == 30
+        assert visible(request(base + "/runs/2/tree?page=5").body).count("#") >= 30
 
 
 # ---- safe by default ----------------------------------------------------------------------------------------

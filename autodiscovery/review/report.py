@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import statistics
 from datetime import datetime, timedelta, timezone
@@ -17,7 +18,7 @@ from autodiscovery.interfaces import HarnessBase, Objective, Section, columns
 from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.recorded import parse
-from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
+from autodiscovery.store import Build, Candidate, Decision, Evaluation, LlmCall, Run, Store
 from autodiscovery.store.models import database_of, utcnow
 
 UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
@@ -190,7 +191,7 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
     proposal recovered, the proposals they made and how many were kept, tokens, cost, latency."""
     with store.session() as s:
         calls = list(s.scalars(select(LlmCall).where(LlmCall.run_id == run_id).order_by(LlmCall.id)))
-        status = {c.id: c.status for c in s.scalars(select(Candidate).where(Candidate.run_id == run_id))}
+        status = dict(s.execute(select(Candidate.id, Candidate.status).where(Candidate.run_id == run_id)).all())
     rows = []
     for model in dict.fromkeys(c.model for c in calls):
         mine = [c for c in calls if c.model == model]
@@ -228,18 +229,23 @@ def pool(store: Store, run_id: int) -> dict | None:
     dispatch, decisions)."""
     with store.session() as s:
         run = _run(s, run_id)
-        spans, waiting = [], []
-        for c in run.candidates:
-            evs = [e for e in c.evaluations if e.kind in ("benchmark", "head_to_head") and e.status != "running"
-                   and e.seconds > 0]
-            for e in evs:
-                spans.append((e.created_at.timestamp() - e.seconds, e.created_at.timestamp(), e.kind, e.device))
-            bench = [e for e in evs if e.kind == "benchmark"]
-            if bench:
-                start = min(e.created_at.timestamp() - e.seconds for e in bench)
-                built = c.created_at.timestamp() + (c.build.seconds if c.build is not None else 0.0)
-                waiting.append((c.created_at.timestamp(), min(built, start), start))
         gpus = (run.fingerprint or {}).get("gpus")
+        evals = s.execute(select(Evaluation.candidate_id, Evaluation.kind, Evaluation.created_at, Evaluation.seconds)
+                          .join(Candidate, Evaluation.candidate_id == Candidate.id)
+                          .where(Candidate.run_id == run_id, Evaluation.kind.in_(("benchmark", "head_to_head")),
+                                 Evaluation.status != "running", Evaluation.seconds > 0)).all()
+        cands = s.execute(select(Candidate.id, Candidate.created_at, Build.seconds)
+                          .outerjoin(Build, Candidate.build_id == Build.id).where(Candidate.run_id == run_id)).all()
+    spans = [(end.timestamp() - seconds, end.timestamp(), kind) for _, kind, end, seconds in evals]
+    starts: dict[int, float] = {}
+    for cand, kind, end, seconds in evals:
+        if kind == "benchmark":
+            starts[cand] = min(starts.get(cand, math.inf), end.timestamp() - seconds)
+    waiting = []
+    for cand, created, build_s in cands:
+        if cand in starts:
+            built = created.timestamp() + (build_s or 0.0)
+            waiting.append((created.timestamp(), min(built, starts[cand]), starts[cand]))
     if not spans:
         return None
     if isinstance(gpus, list) and gpus:
@@ -254,17 +260,32 @@ def pool(store: Store, run_id: int) -> dict | None:
     window = max(t1 - t0, 1e-9)
     edges = sorted({t0, t1, *(t for a, b, *_ in spans for t in (a, b)),
                     *(min(max(t, t0), t1) for w in waiting for t in w)})
+    # One sweep over the edges: how many measurements run, candidates wait, and waiting ones are built,
+    # in each interval between two edges (each count kept as its changes at the edges).
+    index = {t: i for i, t in enumerate(edges)}
+
+    def at(t: float) -> int:
+        return index[min(max(t, t0), t1)]
+
+    running, ready, built = ([0] * len(edges) for _ in range(3))
+    for a, b, *_ in spans:
+        running[index[a]] += 1
+        running[index[b]] -= 1
+    for proposed, done, start in waiting:  # waiting from its proposal to its start; built from `done` on
+        for counts, since in ((ready, proposed), (built, max(proposed, done))):
+            if at(since) < at(start):
+                counts[at(since)] += 1
+                counts[at(start)] -= 1
     idle = {"proposal": 0.0, "build": 0.0, "loop": 0.0}
-    for a, b in zip(edges, edges[1:]):
-        mid = (a + b) / 2
-        free = max(0, devices - sum(x <= mid < y for x, y, *_ in spans))
-        if not free:
-            continue
-        ready = [w for w in waiting if w[0] <= mid < w[2]]
-        cause = "proposal" if not ready else "build" if all(mid < built for _, built, _ in ready) else "loop"
-        idle[cause] += free * (b - a)
+    busy = waits = ready_built = 0
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        busy, waits, ready_built = busy + running[i], waits + ready[i], ready_built + built[i]
+        free = max(0, devices - busy)
+        if free:
+            cause = "proposal" if not waits else "loop" if ready_built else "build"
+            idle[cause] += free * (b - a)
     total = devices * window
-    share = {k: sum(b - a for a, b, kind, _ in spans if kind == k) / total for k in ("benchmark", "head_to_head")}
+    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total for k in ("benchmark", "head_to_head")}
     return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
             **{k: round(v, 4) for k, v in share.items()},
             "idle": {k: round(v / total, 4) for k, v in idle.items()}}
@@ -329,26 +350,32 @@ def lineage(store: Store, run_id: int) -> list[dict]:
         return [candidate_row(c, harnesses[c.run_id]) for c in reversed(chain)]
 
 
-def tree(store: Store, run_id: int) -> list[dict]:
+def tree(store: Store, run_id: int, start: int = 0, stop: int | None = None) -> list[dict]:
     """Every candidate under the one it was made from, depth first in order: how the run branched.
-    Rows carry `depth`; a candidate without a parent (the seed) is a root."""
+    Rows carry `depth`; a candidate without a parent (the seed) is a root. `start`, `stop`: only those
+    rows of it (a page), read alone."""
     with store.session() as s:
         run = _run(s, run_id)
         harness = harness_of(run)
-        cands = _candidates(s, run_id)
-        children: dict[int | None, list[Candidate]] = {}
-        for c in cands:
-            children.setdefault(c.parent_id, []).append(c)
-        best = run.best.id if run.best else None
-        out: list[dict] = []
-        ids = {c.id for c in cands}
-        roots = [c for c in cands if c.parent_id is None or c.parent_id not in ids]  # the seed, also of --from
-        stack = [(c, 0) for c in reversed(roots)]
+        nodes = s.execute(select(Candidate.id, Candidate.parent_id).where(Candidate.run_id == run_id)
+                          .order_by(Candidate.seq)).all()
+        children: dict[int | None, list[int]] = {}
+        for node, parent in nodes:
+            children.setdefault(parent, []).append(node)
+        ids = {node for node, _ in nodes}
+        roots = [node for node, parent in nodes if parent is None or parent not in ids]  # the seed, also of --from
+        order: list[tuple[int, int]] = []
+        stack = [(node, 0) for node in reversed(roots)]
         while stack:
-            c, depth = stack.pop()
-            out.append(candidate_row(c, harness) | {"depth": depth, "best": c.id == best})
-            stack.extend((k, depth + 1) for k in reversed(children.get(c.id, [])))
-        return out
+            node, depth = stack.pop()
+            order.append((node, depth))
+            stack.extend((k, depth + 1) for k in reversed(children.get(node, [])))
+        order = order[start:stop]
+        cands = {c.id: c for c in s.scalars(select(Candidate).where(Candidate.id.in_([n for n, _ in order])).options(
+            selectinload(Candidate.evaluations), selectinload(Candidate.decision), selectinload(Candidate.build),
+            selectinload(Candidate.parent)))}
+        best = run.best_candidate_id
+        return [candidate_row(cands[node], harness) | {"depth": depth, "best": node == best} for node, depth in order]
 
 
 def diff(store: Store, a: str, b: str) -> dict:
@@ -380,7 +407,20 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
         if run.best is None:
             raise NotFound(f"run {run_id} has no kept candidate to export")
         return run.best.source, candidate_row(run.best, harness_of(run)) | {
-            "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu")}
+            "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu"),
+            "sanitized": sanitized(run.best)}
+
+
+def sanitized(cand: Candidate) -> dict:
+    """Whether a candidate ran under compute-sanitizer before it was kept, and what that found: `clean`,
+    `findings`, `timeout`, or `never` (kept where no sanitizer ran, or before the harness had one)."""
+    evs = [e for e in cand.evaluations if e.kind == "sanitize" and e.status not in ("running", "interrupted")]
+    if not evs:
+        return {"state": "never"}
+    last = evs[-1]
+    state = {"ok": "clean", "incorrect": "findings"}.get(last.status, last.status)
+    return {"state": state, "tools": (last.metrics or {}).get("tools", {}),
+            "findings": (last.metrics or {}).get("findings", [])}
 
 
 def dispatch(store: Store, run_id: int) -> dict:

@@ -42,6 +42,9 @@ def run(store: Store, sock: socket.socket, poll_s: float = 2.0) -> None:
 
     from autodiscovery.serve.app import LOOPBACK, create_app
 
+    from autodiscovery.review.charts import pyplot
+
+    pyplot()  # matplotlib loaded now, not on the first run page asked for
     host = sock.getsockname()[0]
     app = create_app(store, poll_s, LOOPBACK if loopback(host) else None)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)

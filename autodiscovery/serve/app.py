@@ -29,6 +29,8 @@ from autodiscovery.serve.source import duration, highlight
 from autodiscovery.store import RunStatus, Store, StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+KEPT_STATES = 8
+"""How many runs' states (data and charts) are kept drawn."""
 HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
            "Cache-Control": "no-store"}
 CSP = ("default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; img-src data:; "
@@ -46,9 +48,8 @@ class Pages:
         self.env.filters["duration"] = duration
         self.env.globals |= {"database": store.where, "highlight_css": HtmlFormatter().get_style_defs(".highlight"),
                              "statuses": [s.value for s in RunStatus]}
-        self.fragments: OrderedDict[tuple, dict[str, str]] = OrderedDict()
-        """The live fragments of the latest states asked for, by (run, page, token): one drawing for every
-        browser that watches a run."""
+        self.drawings: OrderedDict[tuple, tuple] = OrderedDict()
+        """The latest states of runs drawn, by (run, token)."""
         self.lock = threading.Lock()
 
     # ---- responses ------------------------------------------------------------------------------------
@@ -90,16 +91,31 @@ class Pages:
             return self.page("suite.html.j2", head=head, live=views.live(self.store, run_id), dispatch=dispatch,
                              columns=columns, token=state, poll_ms=int(self.poll_s * 1000),
                              live_url=url(f"/runs/{run_id}/live", page=page))
-        return self.page("run.html.j2", **self._run_context(run_id, page), token=state,
+        return self.page("run.html.j2", **self._run_context(run_id, page, state), token=state,
                          poll_ms=int(self.poll_s * 1000), live_url=url(f"/runs/{run_id}/live", page=page))
 
-    def _run_context(self, run_id: int, page: int) -> dict:
-        data = report_html.collect(self.store, run_id)
-        harness = report.harness_class(self.store, run_id)
-        charts, others = report_html.charts(data, harness)
+    def _run_context(self, run_id: int, page: int, state: str) -> dict:
+        data, harness, charts, others = self._drawn(run_id, state)
         return {"data": data, "run": data["run"], "charts": charts, "others": others, "objective": harness.objective,
                 "head": views.header(self.store, run_id), "live": views.live(self.store, run_id),
                 "cands": views.candidates_page(self.store, run_id, page), "harness": harness}
+
+    def _drawn(self, run_id: int, state: str) -> tuple:
+        """The report's data and charts of a run in one state: drawn once for every page and poll that
+        asks for that state (drawing is what takes time)."""
+        key = (run_id, state)
+        with self.lock:
+            if key in self.drawings:
+                return self.drawings[key]
+        data = report_html.collect(self.store, run_id)
+        data["candidates"] = [{k: v for k, v in c.items() if k != "source"} for c in data["candidates"]]
+        harness = report.harness_class(self.store, run_id)
+        drawn = (data, harness, *report_html.charts(data, harness))
+        with self.lock:
+            self.drawings[key] = drawn
+            while len(self.drawings) > KEPT_STATES:
+                self.drawings.popitem(last=False)
+        return drawn
 
     def live(self, request: Request) -> Response:
         """{"token", "running", "fragments": {element id: its new HTML}}: empty fragments while nothing
@@ -110,18 +126,9 @@ class Pages:
         running = state.startswith(f"{RunStatus.running.value}-")
         if request.query_params.get("since") == state:
             return self._json({"token": state, "running": running, "fragments": {}})
-        key = (run_id, page, state)
-        with self.lock:
-            fragments = self.fragments.get(key)
-        if fragments is None:
-            fragments = self._fragments(run_id, page)
-            with self.lock:
-                self.fragments[key] = fragments
-                while len(self.fragments) > 16:
-                    self.fragments.popitem(last=False)
-        return self._json({"token": state, "running": running, "fragments": fragments})
+        return self._json({"token": state, "running": running, "fragments": self._fragments(run_id, page, state)})
 
-    def _fragments(self, run_id: int, page: int) -> dict[str, str]:
+    def _fragments(self, run_id: int, page: int, state: str) -> dict[str, str]:
         """The parts of a run's page that change as it goes, drawn by the same templates and chart code."""
         if views.header(self.store, run_id)["is_suite"]:
             dispatch = report.dispatch(self.store, run_id)
@@ -129,7 +136,7 @@ class Pages:
                        "dispatch": dispatch, "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
             return {"live": self._block("suite.html.j2", "live", context),
                     "dispatch": self._block("suite.html.j2", "dispatch", context)}
-        context = self._run_context(run_id, page)
+        context = self._run_context(run_id, page, state)
         parts = {"chart-progress": "progress", "lineage-part": "lineage", "harness-part": "harness",
                  "kept-steps": "steps"}
         return {"live": self._block("run.html.j2", "live", context),

@@ -250,8 +250,9 @@ def knobs(values: dict, prefix: str = "") -> list[tuple[str, Any]]:
 
 def tree_page(store: Store, run_id: int, page: int) -> dict:
     """The kept chain, and one page of the tree (every candidate under the one it was made from)."""
-    rows = report.tree(store, run_id)
-    pager = Pager.of(page, TREE_PER_PAGE, len(rows))
-    return {"lineage": report.lineage(store, run_id), "rows": rows[pager.offset:pager.offset + pager.size],
-            "pager": pager}
+    with store.session() as s:
+        total = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.run_id == run_id))
+    pager = Pager.of(page, TREE_PER_PAGE, total)
+    return {"lineage": report.lineage(store, run_id), "pager": pager,
+            "rows": report.tree(store, run_id, pager.offset, pager.offset + pager.size)}
 
