@@ -212,3 +212,17 @@ def test_the_first_op_walk(tmp_path, monkeypatch):
     res = invoke("run", "--campaign", "my-op.yaml", "--dry-run", "--quiet", "--db", "my.db", "--set", cache)
     assert res.exit_code == 0 and "1 candidate built" in one_line(res.output), res.output
     assert "`autodiscovery show 1 --db my.db`" in one_line(res.output)
+
+
+@needs_nvcc
+def test_a_dry_run_says_which_candidates_were_not_built(tmp_path, monkeypatch):
+    path = my_op(tmp_path)
+    (tmp_path / "my_space" / "bad.cu.j2").write_text(KERNEL.replace("args: [x, out, dim]", 'args: [x, out, "dim / {{ D }}"]'))
+    (tmp_path / "my_space" / "families.yaml").write_text(
+        FAMILIES + "  bad:\n    rung: 2\n    template: bad.cu.j2\n    summary: a size divided with /, which a manifest "
+                   "refuses\n    knobs: {D: [1]}\n    default: {D: 1}\n")
+    monkeypatch.chdir(tmp_path)
+    res = invoke("run", "--campaign", "my-op.yaml", "--dry-run", "--quiet", "--db", "my.db", "--set",
+                 f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 0 and ("2 candidates: 1 built, 1 rejected. Why #1 was not built: "
+                                   "`autodiscovery show 1/1 --db my.db`") in one_line(res.output), res.output

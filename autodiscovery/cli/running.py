@@ -110,8 +110,7 @@ def run(
         say(f"run {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
     if dry_run:
-        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); "
-            f"{plural(summary['evaluated'], 'candidate')} built. See `{hint(f'show {run_id}', given)}`.")
+        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_built(db, run_id, given)}")
         if summary["status"] == "failed":
             raise typer.Exit(1)
         return
@@ -122,6 +121,19 @@ def run(
         f"See `{hint(f'lineage {run_id}', given)}`" + (f" and `{hint(f'report {run_id}', given)}`." if table else "."))
     if summary["status"] == "failed":
         raise typer.Exit(1)
+
+
+def _built(db, run_id: int, given: str | None) -> str:
+    """What a dry run made of its candidates: how many built, how many refused and where to read why."""
+    from collections import Counter
+
+    cands = [c for c in report.show_run(db, run_id)["candidates"] if c["status"] != "proposed"]
+    counts = Counter(c["status"] for c in cands)
+    failed = next((c["seq"] for c in cands if c["status"] != "built"), None)
+    if failed is None:
+        return f"{plural(len(cands), 'candidate')} built. See `{hint(f'show {run_id}', given)}`."
+    parts = ", ".join(f"{n} {status}" for status, n in counts.most_common())
+    return f"{plural(len(cands), 'candidate')}: {parts}. Why #{failed} was not built: `{hint(f'show {run_id}/{failed}', given)}`."
 
 
 @contextlib.contextmanager
