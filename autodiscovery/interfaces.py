@@ -325,6 +325,10 @@ class Harness(Protocol):
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both measured against each other: metrics['ratio'] above 1 means the challenger is better."""
 
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
+        """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,
+        any other status blocks it (the log says which check and where); None: not checked here."""
+
 
 class HarnessBase:
     """Defaults for the optional hooks of `Harness`: how its numbers are shown (columns, report sections,
@@ -362,6 +366,10 @@ class HarnessBase:
 
     def adopt(self, fingerprint: dict) -> None:
         pass
+
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
+        """None: this harness has no memory or race checker to run before a keep."""
+        return None
 
     @classmethod
     def manifest(cls, source: str) -> Any:

@@ -89,5 +89,19 @@ def decide(ledger: Ledger, harness: Harness, campaign: Campaign, cand_id: int, o
                                          f"(CI {r['ci_low']:.3f}–{r['ci_high']:.3f}): within noise")
         else:
             verdict, reason = "revert", f"head to head {h2h.status}: {first_line(h2h.log)}"
+    if verdict == "keep" and (blocked := sanitized(ledger, harness, cand_id, build)):
+        verdict, reason = "revert", blocked
     ledger.decide(cand_id, inc.id if inc is not None else None, verdict, reason, measured=outcome.status == "ok")
     return verdict, reason
+
+
+def sanitized(ledger: Ledger, harness: Harness, cand_id: int, build) -> str | None:
+    """A candidate about to be kept, under the harness's memory and race checker (compute-sanitizer),
+    recorded as an evaluation of its own (kind `sanitize`): why it may not be kept, or None."""
+    out = harness.sanitize(ledger.candidate(cand_id).source, build)
+    if out is None:
+        return None
+    ledger.finish(None, cand_id, "sanitize", out)
+    if out.status == "ok":
+        return None
+    return f"sanitize {out.status}: {first_line(out.log)}"

@@ -33,9 +33,9 @@ def _call(harness, method: str, *args):
 
     from autodiscovery.interfaces import Outcome
 
-    if method == "evaluate":
-        source, build, bar = args
-        args = (*_here(harness, (source, build)), bar)
+    if method in ("evaluate", "sanitize"):
+        source, build, *rest = args
+        args = (*_here(harness, (source, build)), *rest)
     elif method == "head_to_head":
         args = tuple(_here(harness, a) for a in args)
     out = getattr(harness, method)(*args)
@@ -112,6 +112,9 @@ class RayHarness:
 
     def head_to_head(self, challenger, incumbent):
         return self._run(self.task, "head_to_head", challenger, incumbent)
+
+    def sanitize(self, source: str, build):
+        return self._run(self.task, "sanitize", source, build)
 
     def build(self, source: str):
         if self.settings.build_on == "workers":

@@ -19,6 +19,7 @@ from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line
 from harnesses.hopper_gemm import report
@@ -105,6 +106,9 @@ class HopperGemmHarness(HarnessBase):
             raise HarnessError(str(exc)) from None
         if not need_gpu:
             return fp
+        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
+            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
+                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         try:
             ctypes.CDLL("libcuda.so.1")
         except OSError:
@@ -202,7 +206,7 @@ class HopperGemmHarness(HarnessBase):
 
     # ---- how its numbers are shown (report.py) --------------------------------------------------
     columns = report.COLUMNS
-    resumable = ("timeout_s", "build_workers", "cache_dir", "ncu", "gpus")
+    resumable = ("timeout_s", "build_workers", "cache_dir", "ncu", "gpus", "sanitize", "sanitize_timeout_s")
     toolchain = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas")
     charts = staticmethod(report.charts)
     build_notes = staticmethod(report.build_notes)
@@ -304,6 +308,12 @@ class HopperGemmHarness(HarnessBase):
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both kernels gated and timed against each other; ratio > 1 means the challenger is faster."""
         return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
+
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
+        """compute-sanitizer's four tools on the candidate (`sanitized.py`); None where it is off."""
+        from harnesses.hopper_gemm.sanitized import sanitized
+
+        return sanitized(self, source, build)
 
     def calibrate(self, kernels: dict[str, tuple[str, BuildReport]], per_dist: int = 3) -> Outcome:
         """Each kernel's errors on every input distribution, failures included (`calibrate.py`)."""

@@ -5,9 +5,13 @@ which one it is in:
 - its A and B hold content drawn for this launch alone (a counter-based hash of a fresh seed, from one
   of several distributions), so no launch ever sees content that another launch saw;
 - its C starts as the bf16 NaN pattern;
-- its buffers come from one pool of slots that the gate and the timing share.
+- its buffers come from one pool of slots that the gate and the timing share; each slot's A, B and C
+  lie in one allocation, each between guard zones (autodiscovery/toolkit/guard.py) drawn afresh for the
+  launch, and so does a kernel's workspace.
 After the launch, untimed: A and B are derived again from their seed and compared (a kernel that wrote
-to its inputs is caught), cuBLAS computes the same product, and the output is compared with it. Every
+to its inputs is caught), every guard zone is verified (a write past or before a buffer is caught, on
+memory that would not have faulted), cuBLAS computes the same product, and the output is compared with
+it. Every
 launch is checked, the timed ones included. A timed sample is: draws, poison and an L2 flush (untimed:
 a memset of twice L2, then a read of another twice L2, so that L2 holds none of the inputs and no dirty
 line whose write-back the timed kernel would pay for), then the launches back to back between two
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
+from autodiscovery.toolkit import guard
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Helpers, Kernel
 from harnesses.hopper_gemm.settings import relative_tolerance
 
@@ -37,6 +42,9 @@ GATE_PHASES = ("gate", "dependent")  # the checked launches of the gate (the oth
 SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
+COLUMNS = 16  # a check's stats row: compare's six, the inputs' two mismatch counts, eight guard zones'
+ZONES = [(name, side) for name in ("A", "B", "C") for side in ("before", "after")] + [("W", "before"), ("W", "after")]
+"""The guard zones a check verifies, in the order of their columns (8 to 15) in its stats row."""
 UPSTREAM_S = 30e-6  # how long the kernel before a dependent launch waits before it writes the inputs
 
 
@@ -88,9 +96,20 @@ def verdict(stats: np.ndarray, tol: Tolerance) -> dict:
     nonfinite, unwritten, changed = int(stats[4]), int(stats[5]), int(stats[6]) + int(stats[7])
     rel = math.sqrt(d2 / r2) if r2 > 0 else (0.0 if d2 == 0 else math.inf)
     max_rel = float(dmax) / float(rmax) if rmax > 0 else (0.0 if dmax == 0 else math.inf)
-    ok = nonfinite == 0 and changed == 0 and rel <= tol.rel and max_rel <= tol.max_rel
+    breaches = {f"{name} {side}": 2 * int(n) for (name, side), n in zip(ZONES, stats[8:8 + len(ZONES)]) if n}
+    ok = nonfinite == 0 and changed == 0 and not breaches and rel <= tol.rel and max_rel <= tol.max_rel
     return {"rel_err": rel, "max_err": max_rel, "nonfinite": nonfinite, "unwritten": unwritten,
-            "inputs_unchanged": changed == 0, "ok": ok}
+            "inputs_unchanged": changed == 0, "guards": breaches, "ok": ok}
+
+
+def breach_words(breaches: dict[str, int]) -> str:
+    """Changed guard zones ({"C after": bytes changed}) in words."""
+    out = []
+    for zone, n in breaches.items():
+        name, side = zone.split()
+        out.append(f"wrote {n} bytes past the end of {name}" if side == "after" else
+                   f"wrote {n} bytes before the start of {name}")
+    return "; ".join(out)
 
 
 def failure(check: Check, r: dict, tol: Tolerance) -> str:
@@ -102,6 +121,8 @@ def failure(check: Check, r: dict, tol: Tolerance) -> str:
                  "still ran (pdl: every block must execute griddepcontrol.wait before it touches global memory)")
     else:
         where = f"{check.phase} launch {check.index} ({DISTRIBUTIONS[check.dist]} inputs)"
+    if r.get("guards"):
+        return f"{where}: guard zone: {breach_words(r['guards'])}"
     if not r["inputs_unchanged"]:
         return f"{where}: the kernel modified its inputs"
     if r["nonfinite"]:
@@ -116,8 +137,15 @@ class Bench:
     """A pool of input/output slots, cuBLAS, the helper kernels and a stream, for one problem shape."""
 
     def __init__(self, M: int, N: int, K: int, info: DeviceInfo, helpers_cubin: str,
-                 baseline: str = "gemmex", lt_algo: int | None = None, both: bool = False) -> None:
+                 baseline: str = "gemmex", lt_algo: int | None = None, both: bool = False,
+                 guarded: bool = True) -> None:
         self.M, self.N, self.K = M, N, K
+        self.guarded = guarded
+        """Slots in guarded arenas; else (under compute-sanitizer) A, B and C allocations of their own."""
+        self.zones: list[list[cp.ndarray]] = []  # each slot's guard zones, in ZONES order (A, B, C)
+        self.watched: dict[str, list[cp.ndarray]] = {}  # each kernel's workspace zones, by kernel name
+        self.zone_seed: dict = {}
+        self.arenas: list[cp.ndarray] = []  # the allocations the slots and workspaces are views of
         self.info = info
         self.stream = cp.cuda.Stream(non_blocking=True)
         self.stream.use()
@@ -154,9 +182,30 @@ class Bench:
 
     def slot(self, i: int) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
         while len(self.slots) <= i:
-            self.slots.append((cp.empty((self.M, self.K), cp.uint16), cp.empty((self.N, self.K), cp.uint16),
-                               cp.empty((self.M, self.N), cp.uint16)))
+            shapes = [("A", (self.M, self.K)), ("B", (self.N, self.K)), ("C", (self.M, self.N))]
+            if not self.guarded:
+                self.slots.append(tuple(cp.empty(shape, cp.uint16) for _, shape in shapes))
+                continue
+            raw, views, zones = arena([(name, shape) for name, shape in shapes])
+            self.slots.append(tuple(views))
+            self.zones.append(zones)
+            self.arenas.append(raw)
         return self.slots[i]
+
+    def workspace(self, name: str, nbytes: int) -> cp.ndarray:
+        """A kernel's workspace (zero), between guard zones that every check of its launches verifies."""
+        if not self.guarded:
+            return cp.zeros(nbytes, cp.uint8)
+        raw, (view,), zones = arena([("W", (nbytes // 2 + nbytes % 2,))])
+        raw.fill(0)
+        self.watched[name] = zones
+        self.arenas.append(raw)
+        for k, z in enumerate(zones):
+            self.helpers.fill(z, self._seed_of(name, k), 0, flip=False)
+        return view.view(cp.uint8)[:nbytes]
+
+    def _seed_of(self, key, k: int) -> int:
+        return (hash((key, k, self.zone_seed.get(key, 0))) & (2**62 - 1)) | 1
 
     def _baseline(self, kind: str, lt_algo: int | None) -> Callable[[cp.ndarray, cp.ndarray, cp.ndarray], None]:
         if kind == "gemmex":
@@ -184,17 +233,21 @@ class Bench:
         self.helpers.fill(B, draw.seed ^ 0x5BD1E995, draw.dist, flip=True)
         self.helpers.poison(C)
         self.draws[draw.slot] = draw
+        if self.guarded:  # the slot's guard zones, drawn afresh for this launch
+            self.zone_seed[draw.slot] = draw.seed
+            for k, z in enumerate(self.zones[draw.slot]):
+                self.helpers.fill(z, self._seed_of(draw.slot, k), 0, flip=False)
 
     def _row(self) -> int:
         n = sum(len(s) for s in self._stats)
         if n == len(self.checks):
-            self._stats.append(cp.zeros((max(64, n), 8), cp.uint64))
+            self._stats.append(cp.zeros((max(64, n), COLUMNS), cp.uint64))
         return len(self.checks)
 
     def _row_ptr(self, row: int) -> int:
         for chunk in self._stats:
             if row < len(chunk):
-                return chunk.data.ptr + row * 8 * 8
+                return chunk.data.ptr + row * COLUMNS * 8
             row -= len(chunk)
         raise IndexError(row)
 
@@ -206,6 +259,15 @@ class Bench:
         ptr = self._row_ptr(row)
         self.helpers.verify(A, draw.seed, draw.dist, False, ptr + 6 * 8)
         self.helpers.verify(B, draw.seed ^ 0x5BD1E995, draw.dist, True, ptr + 7 * 8)
+        if self.guarded:
+            for k, z in enumerate(self.zones[slot]):
+                self.helpers.verify(z, self._seed_of(slot, k), 0, False, ptr + (8 + k) * 8)
+            if (zones := self.watched.get(kernel)) is not None:  # verified, then drawn afresh
+                for k, z in enumerate(zones):
+                    self.helpers.verify(z, self._seed_of(kernel, k), 0, False, ptr + (14 + k) * 8)
+                self.zone_seed[kernel] = self.zone_seed.get(kernel, 0) + 1
+                for k, z in enumerate(zones):
+                    self.helpers.fill(z, self._seed_of(kernel, k), 0, flip=False)
         self.cublas.gemm(A, B, self.ref)
         self.helpers.compare(C, self.ref, ptr)
         c = Check(kernel, phase, index, draw.dist, row)
@@ -215,7 +277,7 @@ class Bench:
     def results(self, tolerance: Tolerance) -> list[tuple[Check, dict]]:
         """Every queued check with its result (waits for the GPU)."""
         self.stream.synchronize()
-        table = cp.concatenate(self._stats).get() if self._stats else np.zeros((0, 8), np.uint64)
+        table = cp.concatenate(self._stats).get() if self._stats else np.zeros((0, COLUMNS), np.uint64)
         return [(c, verdict(table[c.row], tolerance)) for c in self.checks]
 
     # ---- the gate -----------------------------------------------------------------------
@@ -375,6 +437,17 @@ class Bench:
             if screen and r + 1 == screen[0] < reps and screen[1](read(events[:r + 1])):
                 return read(events[:r + 1]), inner, True
         return read(events), inner, False
+
+
+def arena(buffers: list[tuple[str, tuple[int, ...]]]) -> tuple[cp.ndarray, list[cp.ndarray], list[cp.ndarray]]:
+    """bf16 buffers in one allocation, each between guard zones: the allocation, the buffers, and the
+    zones (before and after each buffer, as rows of bf16 for the helpers' fill and verify)."""
+    sizes = [(name, 2 * math.prod(shape)) for name, shape in buffers]
+    total, slots = guard.layout(sizes)
+    raw = cp.empty(total, cp.uint8)
+    views = [raw[s.start:s.end].view(cp.uint16).reshape(shape) for s, (_, shape) in zip(slots, buffers)]
+    zones = [raw[lo:hi].view(cp.uint16).reshape(1, -1) for _, _, lo, hi in guard.zones(slots)]
+    return raw, views, zones
 
 
 def elapsed(start: float) -> float:

@@ -146,7 +146,8 @@ def benchmark(job: dict) -> dict:
     kernels = {}
     for name, spec in job["kernels"].items():
         try:
-            kernels[name] = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
+            kernels[name] = Kernel(spec["cubin"], spec["launch"], bench.stream, info,
+                                   lambda n, name=name: bench.workspace(name, n))
         except LaunchRefused as exc:
             return {"status": "rejected", "log": f"{name}: launch refused: {exc}" if len(job["kernels"]) > 1
                     else f"launch refused: {exc}", "metrics": metrics}
@@ -226,7 +227,7 @@ def replay(job: dict) -> dict:
     kernels = {}
     for name, spec in job["kernels"].items():
         try:
-            k = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
+            k = Kernel(spec["cubin"], spec["launch"], bench.stream, info, lambda n, name=name: bench.workspace(name, n))
             bench.gate(k, name, s["gate_draws"], tol)
             kernels[name] = k
         except LaunchRefused as exc:
@@ -312,6 +313,30 @@ def profile(job: dict) -> dict:
     return {"status": "ok", "metrics": {"device": info.name, "kernel": spec["launch"]["kernel"]}, "log": ""}
 
 
+def sanitize(job: dict) -> dict:
+    """The candidate launched for compute-sanitizer, which runs this child: A, B, C and the workspace
+    allocations of their own (CuPy's pool is off), two launches on fresh draws, no checks."""
+    import cupy as cp
+
+    from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
+    from harnesses.hopper_gemm.measure import Bench, Draw
+
+    cp.cuda.set_allocator(None)
+    (M, N, K), s = job["shape"], job["settings"]
+    info = device_info()
+    bench = Bench(M, N, K, info, job["helpers"], guarded=False)
+    (spec,) = job["kernels"].values()
+    try:
+        kernel = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
+    except LaunchRefused as exc:
+        return {"status": "rejected", "log": f"launch refused: {exc}", "metrics": {"device": info.name}}
+    for i in range(job.get("launches", 2)):
+        bench.prepare(Draw(i % 2, bench.seed(), i % 2))
+        kernel(kernel.bind(*bench.slot(i % 2)))
+    bench.stream.synchronize()
+    return {"status": "ok", "metrics": {"device": info.name, "shape": [M, N, K]}, "log": ""}
+
+
 def sticky_error() -> str:
     """The context's error after a fault (an illegal address, say), which later calls only echo."""
     try:
@@ -340,6 +365,8 @@ def main() -> int:
             result = profile(job)
         elif job["mode"] == "replay":
             result = replay(job)
+        elif job["mode"] == "sanitize":
+            result = sanitize(job)
         else:
             result = benchmark(job)
     except NoDevice as exc:  # nothing ran: the machine, not a kernel

@@ -24,6 +24,7 @@ from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line
@@ -51,7 +52,7 @@ class ReferenceHarness(HarnessBase):
     Problem = Problem
     objective = _objective("eager")
     columns = report.columns("eager")
-    resumable = ("timeout_s", "build_workers", "cache_dir", "compile")
+    resumable = ("timeout_s", "build_workers", "cache_dir", "compile", "sanitize", "sanitize_timeout_s")
     toolchain = ("nvcc", "torch", "cuda_runtime")
     charts = staticmethod(report.charts)
 
@@ -85,6 +86,9 @@ class ReferenceHarness(HarnessBase):
             raise HarnessError(str(exc)) from None
         if not need_gpu:
             return fp
+        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
+            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
+                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         try:
             ctypes.CDLL("libcuda.so.1")
         except OSError:
@@ -154,6 +158,26 @@ class ReferenceHarness(HarnessBase):
     def head_to_head(self, challenger, incumbent) -> Outcome:
         return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
 
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
+        """compute-sanitizer's four tools on the candidate, each buffer an allocation of its own
+        (`toolkit/sanitize.py`); None where harness.sanitize is off."""
+        if not self.settings.sanitize:
+            return None
+        exe = sanitizer.locate(self.settings.nvcc)
+        ready = self._ready(source, build)
+        if isinstance(ready, Outcome):
+            return ready
+        if exe is None:
+            return Outcome("crashed", log="compute-sanitizer not found (on PATH or beside nvcc)")
+        kernels = list(dict.fromkeys(launch["kernel"] for launch in ready["plan"]["launches"]))
+        with tempfile.TemporaryDirectory(prefix="autodiscovery-san-") as tmp:
+            job_file = Path(tmp) / "job.json"
+            job_file.write_text(json.dumps(self._job({"mode": "sanitize", "kernels": {"candidate": ready}})))
+            argv = [sys.executable, "-m", "harnesses.reference.worker", str(job_file), str(Path(tmp) / "{tool}.json")]
+            out = sanitizer.run(exe, argv, ROOT, self._env(), kernels, self.settings.sanitize_timeout_s)
+        out.device = self.facts.get("gpu", "")
+        return out
+
     def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
         """Several kernels in one evaluation process, each gated and timed against the reference."""
         outcomes: list[Outcome | None] = []
@@ -196,19 +220,26 @@ class ReferenceHarness(HarnessBase):
         score = self.objective.read(metrics) if status == "ok" else None
         return Outcome(status, metrics, r.get("log", ""), seconds, metrics.get("device", device), score)
 
-    def _child(self, job: dict, timeout_s: float) -> Outcome:
-        """One evaluation child: the problem, the settings and the facts travel with every job."""
+    def _job(self, job: dict) -> dict:
+        """A job with what travels with every one: the problem, the settings and the facts."""
         p = self.problem
-        job = {"problem": {"path": str(self.static.path), "sizes": self.static.sizes, "dtype": p.dtype},
-               "seed": random.SystemRandom().randrange(2**31), "settings": self.settings.model_dump(mode="json"),
-               "facts": self.facts, **job}
+        return {"problem": {"path": str(self.static.path), "sizes": self.static.sizes, "dtype": p.dtype},
+                "seed": random.SystemRandom().randrange(2**31), "settings": self.settings.model_dump(mode="json"),
+                "facts": self.facts, **job}
+
+    def _env(self) -> dict[str, str]:
+        return os.environ | {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
+            "TRITON_CACHE_DIR": str(self.cache_dir / "triton")}
+
+    def _child(self, job: dict, timeout_s: float) -> Outcome:
+        """One evaluation child."""
+        job = self._job(job)
         with tempfile.TemporaryDirectory(prefix="autodiscovery-ref-") as tmp:
             job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
             job_file.write_text(json.dumps(job))
-            env = os.environ | {
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
-                "TRITON_CACHE_DIR": str(self.cache_dir / "triton")}
+            env = self._env()
             done = run_child([sys.executable, "-m", "harnesses.reference.worker", str(job_file), str(result_file)],
                              ROOT, env, timeout_s, grace_s=30)
             if done.timed_out:

@@ -1,11 +1,18 @@
 """A candidate's kernels loaded from its cubin through the driver API and launched as its plan says,
-on buffers the harness owns, and the poison its outputs and scratch start as."""
+on buffers the harness owns, and the poison its outputs and scratch start as.
+
+Every buffer a candidate can reach is an `Arena`'s: one allocation that holds the buffers between
+guard zones (autodiscovery/toolkit/guard.py), so the bytes next to each buffer are the harness's, never
+another live tensor that a caching allocator placed there. Under compute-sanitizer the buffers are
+allocations of their own instead (`guarded=False`), so that its memory checker sees their bounds."""
 
 from __future__ import annotations
 
 import ctypes
 import math
 from typing import TYPE_CHECKING
+
+from autodiscovery.toolkit import guard
 
 if TYPE_CHECKING:
     from harnesses.reference.inputs import Problem
@@ -29,11 +36,41 @@ def _check(result):
     return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
 
 
+class Arena:
+    """Named tensors in one allocation, each between guard zones; `arm` fills the zones with a pattern
+    drawn afresh, `breaches` says which zones no longer hold it."""
+
+    def __init__(self, torch, specs: list[tuple[str, list[int], object]]) -> None:
+        self.torch = torch
+        sizes = [(name, math.prod(shape) * torch.empty((), dtype=dtype).element_size()) for name, shape, dtype in specs]
+        total, self.slots = guard.layout(sizes)
+        self.raw = torch.empty(max(total, 1), dtype=torch.uint8, device="cuda")
+        self.tensors = {s.name: self.raw[s.start:s.end].view(dtype).view(shape)
+                        for s, (_, shape, dtype) in zip(self.slots, specs)}
+        spans = [torch.arange(lo, hi, device="cuda") for _, _, lo, hi in guard.zones(self.slots)]
+        self.index = torch.cat(spans) if spans else torch.empty(0, dtype=torch.int64, device="cuda")
+        self.pattern = torch.empty(0, dtype=torch.uint8, device="cuda")
+
+    def arm(self, gen) -> None:
+        """A fresh pattern in every zone (bytes 1-255: a write of zeros always shows)."""
+        self.pattern = self.torch.randint(1, 256, (self.index.numel(),), generator=gen, dtype=self.torch.uint8,
+                                          device="cuda")
+        self.raw[self.index] = self.pattern
+
+    def breaches(self) -> list[str]:
+        """Each zone written since `arm`, in words (empty: none)."""
+        changed = (self.raw[self.index] != self.pattern).nonzero().flatten()
+        if not changed.numel():
+            return []
+        return guard.findings(self.slots, self.index[changed].tolist())
+
+
 class Candidate:
     """A candidate's cubin and plan, bound to buffers it owns: its outputs and scratch (poisoned before
-    every launch) and the problem's inputs and parameters."""
+    every launch, in an arena of their own where `guarded`) and the inputs and parameters it is `given`."""
 
-    def __init__(self, problem: Problem, cubin: str, plan: dict, facts: dict) -> None:
+    def __init__(self, problem: Problem, cubin: str, plan: dict, facts: dict, given: dict,
+                 guarded: bool = True) -> None:
         from cuda.bindings import driver as cu
 
         torch = problem.torch
@@ -48,11 +85,12 @@ class Candidate:
             self._limits(f, launch, facts)
             self.funcs.append(f)
         dtype = lambda name: getattr(torch, name)  # noqa: E731
-        self.outputs = [torch.empty(o["shape"], dtype=dtype(o["dtype"]), device="cuda") for o in plan["outputs"]]
-        self.scratch = {s["name"]: torch.empty(s["shape"], dtype=dtype(s["dtype"]), device="cuda")
-                        for s in plan["scratch"]}
-        self.tensors = {i["name"]: i["tensor"] for i in problem.inputs} | dict(problem.params)
-        self.tensors |= {o["name"]: t for o, t in zip(plan["outputs"], self.outputs)} | self.scratch
+        specs = [(t["name"], t["shape"], dtype(t["dtype"])) for t in [*plan["outputs"], *plan["scratch"]]]
+        self.arena = Arena(torch, specs) if guarded else None
+        made = self.arena.tensors if guarded else {n: torch.empty(shape, dtype=d, device="cuda") for n, shape, d in specs}
+        self.outputs = [made[o["name"]] for o in plan["outputs"]]
+        self.scratch = {s["name"]: made[s["name"]] for s in plan["scratch"]}
+        self.tensors = dict(given) | made
         self.stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
         self.packed = [self._pack(launch) for launch in plan["launches"]]
 
@@ -88,9 +126,12 @@ class Candidate:
         ptrs = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
         return storage, ptrs
 
-    def poison(self) -> None:
+    def poison(self, gen=None) -> None:
+        """Outputs and scratch to the poison; with `gen`, the guard zones around them armed afresh."""
         for t in [*self.outputs, *self.scratch.values()]:
             _poison(self.torch, t)
+        if gen is not None and self.arena is not None:
+            self.arena.arm(gen)
 
     def __call__(self) -> None:
         cu = self.cu

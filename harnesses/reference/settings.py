@@ -12,8 +12,9 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 """Floating types a campaign may cast the reference's floating inputs and parameters to."""
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}
 """Relative error ‖out − ref‖ / ‖ref‖ an output of each floating type may have (integers and booleans
-must be equal): honest kernels that sum in another order, or round once at the end, land far under it;
-lower precision in the arithmetic lands far over (see the README's calibration)."""
+must be equal), against the float64 truth where it can be had (`gate.py`): honest kernels that sum in
+another order, or round once at the end, land far under it; lower precision in the arithmetic lands far
+over (see docs/results/gate-calibration.md)."""
 
 
 class Problem(ProblemBase):
@@ -81,6 +82,16 @@ class Settings(Strict):
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     timeout_s: float = Field(300.0, gt=0)
     """Hard limit for one evaluation's child process (torch.compile's first build included)."""
+    truth_multiple: float = Field(4.0, ge=1.0)
+    """An output passes where its relative error against the truth (the module in float64 on the same
+    inputs) is within its dtype's tolerance or within this many times PyTorch's own error against the
+    truth on that launch, whichever is larger (and where it is within the tolerance of PyTorch's output)."""
+    sanitize: bool = True
+    """Run every candidate about to be kept under compute-sanitizer (memcheck, racecheck, synccheck,
+    initcheck: a process each, side by side), every buffer an allocation of its own; a finding blocks the
+    keep. compute-sanitizer is found on PATH or beside nvcc."""
+    sanitize_timeout_s: float = Field(600.0, gt=0)
+    """Hard limit for each compute-sanitizer tool's process (a tool that runs out finds nothing: no keep)."""
     nvcc: str = "nvcc"
     nvcc_flags: list[str] = ["-O3", "-std=c++17"]
     arch: str = "sm_90a"

@@ -25,122 +25,20 @@ import traceback
 
 from harnesses.reference.gate import (
     TOLERANCE_DEFAULT,
+    TRUTH_MULTIPLE,
     Incorrect,
     _median,
     compare,
     roofline,
 )
 from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _one
-from harnesses.reference.launch import POISON, Candidate, Refused, _bits, _poison
+from harnesses.reference.launch import POISON, Arena, Candidate, Refused, _bits, _poison
+from harnesses.reference.probe import probe, to_float64, truth_forward
 
 __all__ = ["DISTRIBUTIONS", "POISON", "TOLERANCE_DEFAULT", "Incorrect", "Problem", "ProblemFailure", "Refused",
            "compare", "roofline", "_bits", "_poison"]
 
 T0 = time.perf_counter()
-FLOAT = ("float64", "float32", "float16", "bfloat16")
-
-
-# ---- the machine --------------------------------------------------------------------------------
-def machine() -> dict:
-    """The device's name, SMs, L2, bandwidth and peaks, from the driver."""
-    import torch
-    from cuda.bindings import driver as cu
-
-    cu.cuInit(0)
-    dev = torch.cuda.current_device()
-    props = torch.cuda.get_device_properties(dev)
-
-    def attr(name: str) -> int:
-        err, v = cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
-        return int(v)
-
-    mem_khz, bus_bits, sm_khz = attr("MEMORY_CLOCK_RATE"), attr("GLOBAL_MEMORY_BUS_WIDTH"), attr("CLOCK_RATE")
-    sms = props.multi_processor_count
-    clock_hz = sm_khz * 1e3
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(dev)
-        clock_hz = max(clock_hz, pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) * 1e6)
-    except Exception:
-        pass
-    return {"gpu": props.name, "sms": sms, "cc": f"{props.major}.{props.minor}", "l2_bytes": props.L2_cache_size,
-            "memory_bytes": props.total_memory, "smem_per_block": attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-            "max_sm_clock_mhz": clock_hz / 1e6,
-            "peak_gbps": 2 * mem_khz * 1e3 * bus_bits / 8 / 1e9,
-            # dense tensor-core FLOPs per SM per clock on Hopper: 4096 for 16-bit types, 2048 for tf32, and
-            # 256 for fp32 FMA on the CUDA cores (fp64: 128)
-            "peak_tflops": {"float16": sms * clock_hz * 4096 / 1e12, "bfloat16": sms * clock_hz * 4096 / 1e12,
-                            "float32": sms * clock_hz * 2048 / 1e12, "float64": sms * clock_hz * 128 / 1e12},
-            "torch": torch.__version__, "cuda_runtime": torch.version.cuda}
-
-
-def work(problem: Problem) -> dict:
-    """The least the problem must move and compute: every input, parameter and output once; the FLOPs
-    PyTorch counts for its forward (matrix products and convolutions)."""
-    torch = problem.torch
-    tensors = [i["tensor"] for i in problem.inputs]
-    outs = problem.forward(tensors)
-    for i, o in enumerate(outs):
-        if not isinstance(o, torch.Tensor):
-            raise ProblemFailure(f"{problem.name}: forward() returned a {type(o).__name__} at position {i}: "
-                                 "the outputs must be tensors")
-    flops = 0
-    try:
-        from torch.utils.flop_counter import FlopCounterMode
-
-        with FlopCounterMode(display=False) as counter:
-            problem.forward(tensors)
-        flops = int(counter.get_total_flops())
-    except Exception:
-        pass
-    size = lambda t: t.numel() * t.element_size()  # noqa: E731
-    read = sum(size(t) for t in tensors) + sum(size(p) for p in problem.params.values())
-    written = sum(size(o) for o in outs)
-    dtypes = {str(t.dtype).removeprefix("torch.") for t in [*tensors, *outs] if t.is_floating_point()}
-    return {"outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outs],
-            "bytes_read": read, "bytes_written": written, "flops": flops,
-            "compute_dtype": min(dtypes, key=lambda d: FLOAT.index(d) if d in FLOAT else 9) if dtypes else "float32"}
-
-
-def probe(job: dict) -> dict:
-    import torch
-
-    torch.cuda.init()
-    free_before, _ = torch.cuda.mem_get_info()
-    problem = Problem(job)
-    facts = machine() | work(problem)
-    facts |= {"inputs": [{k: v for k, v in i.items() if k != "tensor"} for i in problem.inputs],
-              "params": [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
-                         for k, v in problem.params.items()],
-              "sizes": {k: v for k, v in vars(problem.module).items() if type(v) is int and not k.startswith("_")},
-              "dists": finite_dists(problem)}
-    need = 4 * (facts["bytes_read"] + facts["bytes_written"])
-    free = free_before
-    if need > free:
-        raise ProblemFailure(f"{problem.name}: these sizes need about {need / 2**30:.1f} GiB of GPU memory for the "
-                             f"inputs, outputs and their copies, {free / 2**30:.1f} GiB are free: choose smaller sizes")
-    return facts
-
-
-def finite_dists(problem: Problem) -> list[str]:
-    """The distributions the reference stays finite on (a problem defined on positive inputs, say, keeps
-    only those), each tried on draws that no candidate will see."""
-    torch = problem.torch
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(12345)
-    kept = []
-    for dist in DISTRIBUTIONS:
-        tensors = [torch.empty_like(i["tensor"]) for i in problem.inputs]
-        for t, spec in zip(tensors, problem.inputs):
-            problem.fill(t, spec, dist, gen)
-        outs = problem.forward(tensors)
-        if all(not o.is_floating_point() or bool(torch.isfinite(o).all()) for o in outs):
-            kept.append(dist)
-    if not kept:
-        raise ProblemFailure(f"{problem.name}: the reference gives non-finite outputs on every input distribution")
-    return kept
 
 
 # ---- the gate and the timing ------------------------------------------------------------------------
@@ -150,7 +48,12 @@ longer at a lower clock."""
 
 
 class Bench:
-    def __init__(self, job: dict) -> None:
+    """One problem on the GPU with everything a launch needs. `guarded`: the inputs, and the copies of the
+    parameters the candidates are given, live in one arena between guard zones (verified after every
+    launch); else (under compute-sanitizer) each is an allocation of its own and the candidates get the
+    module's own parameters."""
+
+    def __init__(self, job: dict, guarded: bool = True) -> None:
         import torch
 
         self.torch = torch
@@ -160,14 +63,32 @@ class Bench:
         self.dists = [d for d in self.facts["dists"] if d in DISTRIBUTIONS]
         self.gen = torch.Generator(device="cuda")
         self.gen.manual_seed(int.from_bytes(os.urandom(6), "little"))
+        self.guarded = guarded
+        self.arena = None
+        self.given = {i["name"]: i["tensor"] for i in self.problem.inputs} | dict(self.problem.params)
+        if guarded:
+            p = self.problem
+            specs = [(i["name"], list(i["tensor"].shape), i["tensor"].dtype) for i in p.inputs]
+            specs += [(k, list(v.shape), v.dtype) for k, v in p.params.items()]
+            self.arena = Arena(torch, specs)
+            for i in p.inputs:  # the inputs are the arena's from now on, for the reference too
+                self.arena.tensors[i["name"]].copy_(i["tensor"])
+                i["tensor"] = self.arena.tensors[i["name"]]
+            for k, v in p.params.items():
+                self.arena.tensors[k].copy_(v)
+            self.given = dict(self.arena.tensors)
         self.flush = torch.empty(2 * self.facts["l2_bytes"], dtype=torch.uint8, device="cuda")
         self.clean = torch.zeros(2 * self.facts["l2_bytes"] // 8, dtype=torch.int64, device="cuda")
         # The parameters as they must stay, on the host: no kernel can reach (and rewrite) this copy.
         self.params0 = {k: v.cpu() for k, v in self.problem.params.items()}
         self.tolerance = {**TOLERANCE_DEFAULT, **self.s.get("tolerance", {})}
+        self.multiple = float(self.s.get("truth_multiple", TRUTH_MULTIPLE))
+        self.truth = self.facts.get("truth", "reference")
+        self.model64 = to_float64(self.problem) if self.truth == "float64" else None
+        self.truth_note = self.facts.get("truth_note", "") if self.truth != "float64" else ""
         self.compiled = None
         self.checked = 0
-        self.worst: dict[str, float] = {}
+        self.worst: dict[str, dict] = {}
 
     # one launch, prepared as every launch is --------------------------------------------------
     def draw(self, dist: str):
@@ -176,6 +97,8 @@ class Bench:
         state = self.gen.get_state()
         for spec in self.problem.inputs:
             self.problem.fill(spec["tensor"], spec, dist, self.gen)
+        if self.arena is not None:
+            self.arena.arm(self.gen)
         return state
 
     def redraw(self, state, dist: str) -> list:
@@ -186,6 +109,9 @@ class Bench:
         tensors = [self.torch.empty_like(i["tensor"]) for i in self.problem.inputs]
         for t, spec in zip(tensors, self.problem.inputs):
             self.problem.fill(t, spec, dist, self.gen)
+        if self.arena is not None:  # the arming's draw, so the generator moves on as after `draw`
+            self.torch.randint(1, 256, (self.arena.index.numel(),), generator=self.gen, dtype=self.torch.uint8,
+                               device="cuda")
         self.gen.set_state(after)
         return tensors
 
@@ -203,7 +129,7 @@ class Bench:
     def run_candidate(self, cand: Candidate, dist: str, time_it: bool) -> float | None:
         torch = self.torch
         state = self.draw(dist)
-        cand.poison()
+        cand.poison(self.gen)
         self.cold()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -231,16 +157,30 @@ class Bench:
         """Inputs and parameters unchanged; every output as the reference computes it, now, on the inputs
         drawn again."""
         torch = self.torch
+        breaches = [*(self.arena.breaches() if self.arena is not None else []),
+                    *(cand.arena.breaches() if cand.arena is not None else [])]
+        if breaches:
+            raise Incorrect(f"guard zone: {'; '.join(breaches)} ({dist} draw)")
         for spec, again in zip(self.problem.inputs, drawn):
             if not torch.equal(_bits(torch, spec["tensor"]), _bits(torch, again)):
                 raise Incorrect(f"input '{spec['name']}' was changed by the kernel ({dist} draw)")
-        for k, v in self.problem.params.items():
-            if not torch.equal(_bits(torch, v.cpu()), _bits(torch, self.params0[k])):
+        for k in self.problem.params:
+            if not torch.equal(_bits(torch, self.given[k].cpu()), _bits(torch, self.params0[k])):
                 raise Incorrect(f"parameter '{k}' was changed by the kernel")
         refs = self.problem.forward(drawn)
-        for spec, out, ref in zip(cand.plan["outputs"], cand.outputs, refs):
-            compare(torch, spec["name"], out, ref, self.tolerance, dist, self.worst)
+        truths = truth_forward(self.problem, self.model64, drawn) if self.model64 is not None else [None] * len(refs)
+        for spec, out, ref, truth in zip(cand.plan["outputs"], cand.outputs, refs, truths):
+            compare(torch, spec["name"], out, ref, self.tolerance, dist, self.worst, truth, self.multiple)
         self.checked += 1
+
+    def verdict_facts(self) -> dict:
+        """What the outputs were judged against, and the largest errors seen: the candidate's against its
+        judge (`worst_rel_err`), and each output's errors against PyTorch's output and the truth, with
+        PyTorch's own against the truth (`errors`)."""
+        judge = "rel_truth" if self.model64 is not None else "rel_ref"
+        return {"truth": self.truth, "truth_note": self.truth_note, "truth_multiple": self.multiple,
+                "worst_rel_err": {k: w.get(judge, w.get("rel_ref")) for k, w in self.worst.items()},
+                "errors": {k: dict(w) for k, w in self.worst.items()}}
 
     def compile(self) -> str:
         """torch.compile of the reference, warmed; '' or why it could not be had."""
@@ -303,10 +243,30 @@ class Bench:
 
 
 # ---- the child's main --------------------------------------------------------------------------
+def sanitize(job: dict) -> dict:
+    """Launches for compute-sanitizer, which runs this child: every buffer an allocation of its own
+    (the parent turns PyTorch's caching allocator off), each launch on a draw of another distribution,
+    the inputs written by a copy from the host so that its initcheck sees them written."""
+    bench = Bench(job, guarded=False)
+    torch = bench.torch
+    (name, k), = job["kernels"].items()
+    cand = Candidate(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given, guarded=False)
+    for dist in bench.dists[:job.get("launches", 2)]:
+        state = bench.gen.get_state()
+        for spec, again in zip(bench.problem.inputs, bench.redraw(state, dist)):
+            spec["tensor"].copy_(again.cpu())
+        for t in [*cand.outputs, *cand.scratch.values()]:
+            t.copy_(torch.full_like(t, float("nan"), device="cpu") if t.is_floating_point() else torch.zeros_like(t, device="cpu"))
+        cand()
+        torch.cuda.synchronize()
+    return {"status": "ok", "metrics": {"kernels": [launch["kernel"] for launch in k["plan"]["launches"]]}, "log": ""}
+
+
 def evaluate(job: dict) -> dict:
     bench = Bench(job)
     torch = bench.torch
-    cands = {name: Candidate(bench.problem, k["cubin"], k["plan"], bench.facts) for name, k in job["kernels"].items()}
+    cands = {name: Candidate(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given)
+             for name, k in job["kernels"].items()}
     if job["mode"] == "head_to_head":
         metrics = bench.head_to_head(cands["challenger"], cands["incumbent"])
         return {"status": "ok", "metrics": metrics | {"checked_launches": bench.checked}, "log": ""}
@@ -315,8 +275,8 @@ def evaluate(job: dict) -> dict:
     for name, cand in cands.items():
         try:
             metrics = bench.benchmark(cand)
-            metrics |= {"worst_rel_err": dict(bench.worst), "checked_launches": bench.checked, "device": bench.facts["gpu"],
-                        "compile_note": note}
+            metrics |= bench.verdict_facts() | {"checked_launches": bench.checked, "device": bench.facts["gpu"],
+                                                "compile_note": note}
             if metrics["ms"]["candidate"] < metrics["floor_ms"]:
                 steps[name] = {"status": "rejected", "metrics": metrics,
                                "log": f"faster than this problem's roofline floor: {metrics['ms']['candidate'] * 1e3:.1f} µs "
@@ -325,7 +285,9 @@ def evaluate(job: dict) -> dict:
             else:
                 steps[name] = {"status": "ok", "metrics": metrics, "log": note}
         except Incorrect as exc:
-            steps[name] = {"status": "incorrect", "metrics": {"checked_launches": bench.checked}, "log": str(exc)}
+            steps[name] = {"status": "incorrect", "metrics": bench.verdict_facts() | {"checked_launches": bench.checked},
+                           "log": "\n".join(filter(None, [str(exc), bench.truth_note and
+                                                           f"judged against PyTorch's output: {bench.truth_note}"]))}
         bench.worst = {}
         torch.cuda.synchronize()
     if job["mode"] == "replay":
@@ -339,6 +301,8 @@ def main() -> int:
     try:
         if job["mode"] == "probe":
             result = {"status": "ok", "metrics": probe(job), "log": ""}
+        elif job["mode"] == "sanitize":
+            result = sanitize(job)
         else:
             result = evaluate(job)
     except ProblemFailure as exc:

@@ -1,0 +1,142 @@
+"""A candidate run under NVIDIA's compute-sanitizer before it is kept: memcheck (accesses outside an
+allocation, misaligned), racecheck (shared-memory hazards), synccheck (barriers not every thread
+reaches) and initcheck (reads of global memory nothing wrote), one process each, side by side.
+
+A harness supplies the command of an evaluation child that launches the candidate a few times on
+buffers that are allocations of their own (a caching allocator's sub-allocations hide their bounds from
+memcheck), and the candidate's kernel names. memcheck, racecheck and synccheck check only those kernels;
+initcheck checks every kernel (a write by an unchecked kernel would look like no write at all) and a
+finding counts only where it is in a candidate's kernel. Any finding blocks the keep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autodiscovery.interfaces import Outcome
+from autodiscovery.toolkit.proc import run_child
+
+TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+PREFIX = "========= "
+EXIT_ON_ERROR = 86
+SKIP = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Saved host backtrace",
+        "Program hit", "Target application returned", "Error: process didn't terminate successfully")
+
+
+def locate(nvcc: str = "nvcc") -> str | None:
+    """compute-sanitizer on the PATH, else beside the nvcc in use (bin/, or the toolkit's own folder)."""
+    if found := shutil.which("compute-sanitizer"):
+        return found
+    compiler = shutil.which(nvcc)
+    if compiler:
+        bin_dir = Path(os.path.realpath(compiler)).parent
+        for cand in (bin_dir / "compute-sanitizer", bin_dir.parent / "compute-sanitizer" / "compute-sanitizer"):
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    return None
+
+
+@dataclass
+class Finding:
+    """One error a tool reported: what (its first line) and where (the kernel and the lines after it)."""
+
+    tool: str
+    what: str
+    kernel: str | None
+    detail: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        where = "; ".join(self.detail[:3])
+        return f"{self.tool}: {self.what}" + (f" ({where})" if where else "")
+
+
+def command(exe: str, tool: str, kernels: list[str], argv: list[str]) -> list[str]:
+    cmd = [exe, "--tool", tool, "--error-exitcode", str(EXIT_ON_ERROR), "--print-limit", "20",
+           "--show-backtrace", "no", "--report-api-errors", "no"]
+    if tool != "initcheck":
+        for k in kernels:
+            cmd += ["--kernel-name", f"kns={k}"]
+    if tool == "racecheck":
+        cmd += ["--racecheck-report", "all"]
+    return [*cmd, *argv]
+
+
+AT = re.compile(r"\bat (?:0x[0-9a-f]+ in )?([A-Za-z_][\w:<>, ]*?)\+0x[0-9a-f]+")
+
+
+def parse(tool: str, output: str, kernels: list[str]) -> list[Finding]:
+    """The errors in a tool's report that lie in the candidate's kernels. A report is lines prefixed
+    '========= ': an error's first line starts right after the prefix, its details are indented."""
+    found: list[Finding] = []
+    for raw in output.splitlines():
+        if not raw.startswith(PREFIX.rstrip()):
+            continue
+        text = raw[len(PREFIX):] if raw.startswith(PREFIX) else ""
+        if not text.strip():
+            continue
+        if not text.startswith(" "):
+            if text.startswith(SKIP) or text.startswith("Host Frame"):
+                found.append(Finding(tool, "", None))  # a block that is no error: its details are dropped
+                continue
+            found.append(Finding(tool, text.strip(), None))
+            m = AT.search(text)
+            if m:
+                found[-1].kernel = m.group(1).strip()
+            continue
+        if found and found[-1].what:
+            detail = text.strip()
+            if detail.startswith(("Host Frame", "Device Frame", "Saved host backtrace")):
+                continue
+            found[-1].detail.append(detail)
+            if found[-1].kernel is None and (m := AT.search(detail)):
+                found[-1].kernel = m.group(1).strip()
+    mine = set(kernels)
+
+    def ours(f: Finding) -> bool:
+        if f.kernel is None:  # no kernel named: only the filtered tools' reports are all the candidate's
+            return tool != "initcheck"
+        return f.kernel in mine or any(k in f.kernel for k in mine)
+    return [f for f in found if f.what and ours(f)]
+
+
+def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels: list[str],
+        timeout_s: float, tools: tuple[str, ...] = TOOLS) -> Outcome:
+    """Every tool on `argv`, side by side; `ok` where none found anything in the candidate's kernels,
+    `incorrect` with the findings, `timeout` where a tool ran out of time and found nothing first."""
+    env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUPY_GPU_MEMORY_POOL": "0"}
+
+    def one(tool: str):
+        return tool, run_child(command(exe, tool, kernels, [a.replace("{tool}", tool) for a in argv]),
+                               cwd, env, timeout_s, grace_s=30)
+
+    with ThreadPoolExecutor(len(tools)) as pool:
+        done = list(pool.map(one, tools))
+    findings: list[Finding] = []
+    tools_out: dict[str, dict] = {}
+    logs = []
+    for tool, fin in done:
+        mine = parse(tool, fin.output, kernels)
+        findings += mine
+        status = "timeout" if fin.timed_out else "findings" if mine else "clean"
+        tools_out[tool] = {"status": status, "errors": len(mine), "seconds": round(fin.seconds, 2)}
+        logs.append(f"--- {tool}: {status} ({fin.seconds:.1f} s)\n" + _tail(fin.output))
+    seconds = max((fin.seconds for _, fin in done), default=0.0)
+    metrics = {"tools": tools_out, "findings": [f.line() for f in findings[:20]], "kernels": kernels}
+    if findings:
+        head = "; ".join(dict.fromkeys(f.line() for f in findings))
+        return Outcome("incorrect", metrics, f"compute-sanitizer found {len(findings)} error(s): {head}\n\n"
+                       + "\n".join(logs), seconds)
+    late = [t for t, v in tools_out.items() if v["status"] == "timeout"]
+    if late:
+        return Outcome("timeout", metrics, f"compute-sanitizer's {', '.join(late)} did not finish in "
+                       f"{timeout_s:g} s\n\n" + "\n".join(logs), seconds)
+    return Outcome("ok", metrics, "\n".join(logs), seconds)
+
+
+def _tail(text: str, lines: int = 60) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])
