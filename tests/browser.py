@@ -107,15 +107,17 @@ class Browser:
             time.sleep(every)
         raise TimeoutError(f"still false after {timeout} s: {expression}")
 
-    def errors(self) -> list[str]:
-        """What the page reported as errors (exceptions, console errors, blocked by the CSP)."""
+    def errors(self, origin: str = "") -> list[str]:
+        """What the page reported as errors (exceptions, console errors, blocked by the CSP); with
+        `origin`, not those of other origins' requests (an earlier page's, cut off as it went)."""
         out = []
         for e in self.events:
             if e.get("method") == "Runtime.exceptionThrown":
                 out.append(e["params"]["exceptionDetails"].get("text", "exception"))
             elif e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error":
                 out.append(" ".join(str(a.get("value")) for a in e["params"]["args"]))
-            elif e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error":
+            elif e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error" \
+                    and e["params"]["entry"].get("url", origin).startswith(origin):
                 out.append(e["params"]["entry"]["text"])
         return out
 

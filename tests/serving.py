@@ -76,7 +76,8 @@ def grown(path: Path, copies: int, runs: int) -> None:
 
         top = conn.execute("SELECT max(id) FROM runs").fetchone()[0]
         big = top + 1
-        copy("runs", "id = 1", {"id": ":big", "campaign": "'hopper-gemm-large'", "best_candidate_id": "NULL"}, {"big": big})
+        copy("runs", "id = 1", {"id": ":big", "campaign": "'hopper-gemm-large'", "best_candidate_id": "NULL"},
+             {"big": big})
         n = conn.execute("SELECT count(*) FROM candidates WHERE run_id = 1").fetchone()[0]
         step = 10 ** len(str(n * copies + 1000))
         for k in range(1, copies + 1):
@@ -86,7 +87,8 @@ def grown(path: Path, copies: int, runs: int) -> None:
                                               "parent_id": shift.format("parent_id"),
                                               "incumbent_id": shift.format("incumbent_id")}, off)
             copy("evaluations", "candidate_id IN (SELECT id FROM candidates WHERE run_id = 1)",
-                 {"id": "id + :off", "candidate_id": "candidate_id + :off", "against_id": shift.format("against_id")}, off)
+                 {"id": "id + :off", "candidate_id": "candidate_id + :off",
+                  "against_id": shift.format("against_id")}, off)
             copy("decisions", "run_id = 1", {"id": "id + :off", "run_id": ":big", "candidate_id": "candidate_id + :off",
                                              "incumbent_id": shift.format("incumbent_id")}, off)
         best = conn.execute("SELECT best_candidate_id FROM runs WHERE id = 1").fetchone()[0]

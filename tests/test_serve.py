@@ -20,7 +20,7 @@ from serving import grown, request, served
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
-from autodiscovery.store import Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
@@ -42,7 +42,8 @@ def db(tmp_path) -> Path:
         s.add(LlmCall(run_id=run.id, candidate_id=c6.id, model="scripted-model",
                       prompt=json.dumps([{"role": "system", "content": "rules"},
                                          {"role": "user", "content": f"key {KEY} {HOSTILE}"}]),
-                      reply=f"HYPOTHESIS: clusters of two\n<<<<<<< SEARCH\n{HOSTILE}\n=======\nx\n>>>>>>> REPLACE\n{KEY}",
+                      reply=f"HYPOTHESIS: clusters of two\n<<<<<<< SEARCH\n{HOSTILE}\n=======\nx\n"
+                            f">>>>>>> REPLACE\n{KEY}",
                       input_tokens=1200, output_tokens=340, cost=0.0123, latency_ms=2100.0))
     return path
 
@@ -125,7 +126,8 @@ def test_a_candidate_page_has_everything_recorded_of_it(db):
         text = " ".join(visible(page.body).split())
         assert "candidate #6: wgmma_cluster kept" in text and "made from #4" in text
         assert re.search(r"Decision keep ?: head to head [\d.]+× better", text)
-        assert '<pre class="diff" id="diff-parent">' in page.body and '<span class="add">+cluster: [1, 1, 1]</span>' in page.body
+        assert '<pre class="diff" id="diff-parent">' in page.body
+        assert '<span class="add">+cluster: [1, 1, 1]</span>' in page.body
         assert '<div class="highlight">' in page.body and "__global__" in text
         assert "registers" in text and "benchmark ok" in text and "head_to_head" in text
         assert "scripted-model" in text and "1200 tokens in, 340 out" in text and "HYPOTHESIS: clusters of two" in text
@@ -137,10 +139,12 @@ def test_a_candidate_page_has_everything_recorded_of_it(db):
 def test_the_tree_links_every_candidate_under_its_parent(db):
     with served(db) as base:
         page = request(base + "/runs/1/tree")
-        nodes = re.findall(r'<div class="node( chain)?"><span class="bar">((?:│ )*)</span><a href="/runs/1/candidates/(\d+)">', page.body)
+        nodes = re.findall(r'<div class="node( chain)?"><span class="bar">((?:│ )*)</span>'
+                           r'<a href="/runs/1/candidates/(\d+)">', page.body)
         assert sorted(int(seq) for *_, seq in nodes) == list(range(29))
         chain = re.findall(r'<li><a href="/runs/1/candidates/(\d+)">', page.body)
-        assert chain[-1] == "6" and [seq for mark, _, seq in nodes if mark] == [s for s in chain if s in {n[2] for n in nodes}]
+        marked = [seq for mark, _, seq in nodes if mark]
+        assert chain[-1] == "6" and marked == [s for s in chain if s in {n[2] for n in nodes}]
 
 
 def test_missing_runs_and_candidates_are_a_page_that_says_so(db):
@@ -300,8 +304,9 @@ def test_a_database_it_cannot_serve_is_one_line(tmp_path, kind):
     res = cli("--db", path, "serve", "--port", "0")
     assert res.exit_code == 2
     line, = res.output.strip().splitlines()
-    assert line.startswith("error: ") and {"missing": "does not exist", "not sqlite": "not an AutoDiscovery database",
-                                            "other tables": "holds other tables", "older schema": "older schema"}[kind] in line
+    said = {"missing": "does not exist", "not sqlite": "not an AutoDiscovery database",
+            "other tables": "holds other tables", "older schema": "older schema"}[kind]
+    assert line.startswith("error: ") and said in line
 
 
 def test_serve_binds_to_localhost_by_default_and_says_where(db):

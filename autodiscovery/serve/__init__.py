@@ -40,9 +40,8 @@ def run(store: Store, sock: socket.socket, poll_s: float = 2.0) -> None:
     """Serve until interrupted (Ctrl-C)."""
     import uvicorn
 
-    from autodiscovery.serve.app import LOOPBACK, create_app
-
     from autodiscovery.review.charts import pyplot
+    from autodiscovery.serve.app import LOOPBACK, create_app
 
     pyplot()  # matplotlib loaded now, not on the first run page asked for
     host = sock.getsockname()[0]

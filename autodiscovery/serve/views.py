@@ -73,7 +73,8 @@ def runs_page(store: Store, campaign: str | None, status: str | None, page: int)
                                             .where(Candidate.run_id.in_([r.id for r in runs]))
                                             .group_by(Candidate.run_id, Candidate.status)):
             counts.setdefault(run_id, {})[cstatus] = n
-        campaigns = list(s.scalars(select(Run.campaign).where(Run.parent_id.is_(None)).distinct().order_by(Run.campaign)))
+        campaigns = list(s.scalars(select(Run.campaign).where(Run.parent_id.is_(None)).distinct()
+                                   .order_by(Run.campaign)))
         rows = []
         for run in runs:
             harness = report.harness_of(run)
@@ -104,7 +105,8 @@ def token(store: Store, run_id: int) -> str:
         run = _run(s, run_id)
         cands = s.execute(select(func.count(), func.max(Candidate.id), func.count(Candidate.build_id))
                           .where(Candidate.run_id == run_id)).one()
-        evals = s.execute(select(func.count(), func.max(Evaluation.id)).join(Candidate, Evaluation.candidate_id == Candidate.id)
+        evals = s.execute(select(func.count(), func.max(Evaluation.id))
+                          .join(Candidate, Evaluation.candidate_id == Candidate.id)
                           .where(Candidate.run_id == run_id)).one()
         decided = s.scalar(select(func.count()).select_from(Decision).where(Decision.run_id == run_id))
         calls = s.scalar(select(func.count()).select_from(LlmCall).where(LlmCall.run_id == run_id))
@@ -118,43 +120,48 @@ def stop_rules(store: Store, run_id: int) -> dict:
         run = _run(s, run_id)
         config = run.config or {}
         try:
-            budget, stop = Budget.model_validate(config.get("budget") or {}), StopRules.model_validate(config.get("stop") or {})
+            budget = Budget.model_validate(config.get("budget") or {})
+            stop = StopRules.model_validate(config.get("stop") or {})
         except ValidationError:
             return {"rules": [], "nearest": None}
         objective = report.objective_of(run)
-        statuses = list(s.execute(select(Candidate.status).where(Candidate.run_id == run_id).order_by(Candidate.seq)).scalars())
-        tokens, cost = s.execute(select(func.sum(func.coalesce(LlmCall.input_tokens, 0) + func.coalesce(LlmCall.output_tokens, 0)),
-                                        func.sum(LlmCall.cost)).where(LlmCall.run_id == run_id)).one()
+        statuses = list(s.scalars(select(Candidate.status).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
+        tokens, cost = s.execute(select(
+            func.sum(func.coalesce(LlmCall.input_tokens, 0) + func.coalesce(LlmCall.output_tokens, 0)),
+            func.sum(LlmCall.cost)).where(LlmCall.run_id == run_id)).one()
         best = score_of(run.best, objective) if run.best is not None else None
         elapsed = run.elapsed_s
-    rules = []
+    tokens, cost = tokens or 0, cost or 0.0
     used = sum(st != "proposed" for st in statuses)
-    rules.append({"rule": "candidates", "text": f"{used} of {budget.candidates} candidates", "share": used / budget.candidates})
-    rules.append({"rule": "minutes", "text": f"{elapsed / 60:.1f} of {budget.minutes:g} minutes",
-                  "share": elapsed / (budget.minutes * 60)})
+    rules = [{"rule": "candidates", "text": f"{used} of {budget.candidates} candidates",
+              "share": used / budget.candidates},
+             {"rule": "minutes", "text": f"{elapsed / 60:.1f} of {budget.minutes:g} minutes",
+              "share": elapsed / (budget.minutes * 60)}]
     if budget.tokens is not None:
-        rules.append({"rule": "tokens", "text": f"{tokens or 0} of {budget.tokens} LLM tokens", "share": (tokens or 0) / budget.tokens})
+        rules.append({"rule": "tokens", "text": f"{tokens} of {budget.tokens} LLM tokens",
+                      "share": tokens / budget.tokens})
     if budget.cost is not None:
-        rules.append({"rule": "cost", "text": f"LLM cost {cost or 0:.4g} of {budget.cost:g}", "share": (cost or 0) / budget.cost})
+        rules.append({"rule": "cost", "text": f"LLM cost {cost:.4g} of {budget.cost:g}", "share": cost / budget.cost})
     if stop.target is not None:
         gain = objective.times(best, stop.target) if best is not None else None
-        rules.append({"rule": "target", "text": f"best {objective.format(best)}, target {objective.format(stop.target)}",
-                      "share": min(gain, 1.0) if gain is not None else 0.0})
+        rules.append({"rule": "target", "share": min(gain, 1.0) if gain is not None else 0.0,
+                      "text": f"best {objective.format(best)}, target {objective.format(stop.target)}"})
     if not config.get("dry_run"):
         streak = 0
         for st in reversed(statuses):
             if st == "kept":
                 break
             streak += st not in ("proposed", "measured")  # measured, not decided: it may be kept
-        below = objective.reference is not None and best is not None and not objective.reached(best, objective.reference)
+        below = objective.reference is not None and best is not None and not objective.reached(
+            best, objective.reference)
         patience = stop.patience_below if below else stop.patience
         if patience is not None:
-            rules.append({"rule": "patience", "text": f"{streak} of {patience} candidates in a row without a keep"
-                          + (f" (below {objective.reference_name or 'the baseline'})" if below else ""),
-                          "share": streak / patience})
+            rules.append({"rule": "patience", "share": streak / patience,
+                          "text": f"{streak} of {patience} candidates in a row without a keep"
+                          + (f" (below {objective.reference_name or 'the baseline'})" if below else "")})
     for r in rules:
         r["share"] = max(0.0, r["share"])
-    return {"rules": rules, "nearest": max(rules, key=lambda r: r["share"]) if rules else None}
+    return {"rules": rules, "nearest": max(rules, key=lambda r: r["share"])}
 
 
 def live(store: Store, run_id: int) -> dict:
@@ -172,7 +179,8 @@ def live(store: Store, run_id: int) -> dict:
     if calls:
         costs = [c["cost"] for c in calls if c["cost"] is not None]
         llm = {"calls": sum(c["calls"] for c in calls), "failed": sum(c["calls"] - c["ok"] for c in calls),
-               "input_tokens": sum(c["input_tokens"] for c in calls), "output_tokens": sum(c["output_tokens"] for c in calls),
+               "input_tokens": sum(c["input_tokens"] for c in calls),
+               "output_tokens": sum(c["output_tokens"] for c in calls),
                "cost": sum(costs) if costs else None, "models": [c["model"] for c in calls]}
     tally = {"evaluated": sum(n for st, n in counts.items() if st != "proposed"), "proposed": counts.get("proposed", 0)}
     return head | {"tally": report.tally_text(tally), "counts": counts, "best": best,
@@ -204,11 +212,12 @@ def _messages(prompt: str) -> list[dict]:
     try:
         messages = json.loads(prompt)
     except ValueError:
-        return [{"role": "prompt", "content": prompt}]
+        return [{"role": "prompt", "content": prompt, "size": len(prompt)}]
     if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
-        return [{"role": str(m.get("role", "?")), "content": m.get("content") if isinstance(m.get("content"), str)
-                 else json.dumps(m.get("content"), indent=2)} for m in messages]
-    return [{"role": "prompt", "content": prompt}]
+        shown = [{"role": str(m.get("role", "?")), "content": m.get("content") if isinstance(m.get("content"), str)
+                  else json.dumps(m.get("content"), indent=2)} for m in messages]
+        return [m | {"size": len(m["content"])} for m in shown]
+    return [{"role": "prompt", "content": prompt, "size": len(prompt)}]
 
 
 def candidate(store: Store, run_id: int, seq: int) -> dict:
@@ -220,7 +229,9 @@ def candidate(store: Store, run_id: int, seq: int) -> dict:
         related = {}
         for role, other_id in (("parent", c.parent_id), ("incumbent", c.incumbent_id)):
             other = s.get(Candidate, other_id) if other_id is not None else None
-            if other is not None and other.id != c.id:
+            if role == "incumbent" and other_id == c.parent_id and other is not None:
+                related["parent_is_incumbent"] = True  # one diff says it
+            elif other is not None and other.id != c.id:
                 name = f"#{other.seq}" if other.run_id == run_id else f"{other.run_id}/{other.seq}"
                 related[role] = {"run": other.run_id, "seq": other.seq, "name": name, "family": other.family,
                                  "diff": _diff(other.source, c.source, name, f"#{seq}")}
@@ -234,7 +245,8 @@ def candidate(store: Store, run_id: int, seq: int) -> dict:
                  for k in s.scalars(select(LlmCall).where(LlmCall.candidate_id == c.id).order_by(LlmCall.id))]
         evaluations = [e | {"against": against[ev.id], "created_at": ev.created_at}
                        for e, ev in zip(data["evaluations"], c.evaluations)]
-    return data | {"related": related, "llm_calls": calls, "evaluations": evaluations, "knob_list": knobs(data["knobs"])}
+    return data | {"related": related, "llm_calls": calls, "evaluations": evaluations,
+                   "knob_list": knobs(data["knobs"])}
 
 
 def knobs(values: dict, prefix: str = "") -> list[tuple[str, Any]]:
