@@ -120,12 +120,21 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
     db: DbOption = None,
 ) -> None:
     """The kept chain from the seed to the best: step, hypothesis, the objective and the harness's figures."""
-    db = store(db)
+    given, db = db, store(db)
     if tree:
         rows = report.tree(db, run_id)
         return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
     rows = report.lineage(db, run_id)
-    emit_json(rows) if as_json else console.print(display.lineage_table(run_id, rows, report.harness_class(db, run_id)))
+    if as_json:
+        return emit_json(rows)
+    _lineage(display.lineage_table(run_id, rows, report.harness_class(db, run_id), hint(f"show {run_id}/SEQ", given)))
+
+
+def _lineage(parts) -> None:
+    table, heading, hypotheses = parts
+    console.print(table)
+    say(heading)  # it names a command: whole on its line
+    console.print(hypotheses)
 
 
 @app.command("report")
@@ -138,7 +147,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
                                                                          "this folder.")] = None,
                db: DbOption = None) -> None:
     """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
-    db = store(db)
+    given, db = db, store(db)
     if out is not None or png is not None:
         from autodiscovery.review import html as html_report
 
@@ -167,7 +176,8 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
     table, data = report.summary(db, run_id)
     if as_json:
         return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
-    console.print(display.lineage_table(run_id, report.lineage(db, run_id), report.harness_class(db, run_id)))
+    _lineage(display.lineage_table(run_id, report.lineage(db, run_id), report.harness_class(db, run_id),
+                                   hint(f"show {run_id}/SEQ", given)))
     if table is not None:
         console.print(table)
 
@@ -219,7 +229,9 @@ def export(run_ids: Annotated[list[int], typer.Argument(
     source, meta = report.export(store(db), run_id)
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
-    say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}) and {out}.json")
+    state = meta["sanitized"]["state"]
+    note = {"clean": "sanitized: clean", "never": "never sanitized: no compute-sanitizer run is recorded for it"}
+    say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}; {note.get(state, 'sanitize: ' + state)}) and {out}.json")
 
 
 @app.command()

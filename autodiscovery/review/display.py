@@ -204,9 +204,11 @@ def where(fingerprint: dict, harness: Any, width: int = 80) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Group:
-    """The kept chain, a row a step, the figures whole at 80 columns; below it each step's hypothesis cut
-    to a line (`show RUN/SEQ` gives it whole)."""
+def lineage_table(run_id: int, rows: list[dict], harness: Any,
+                  whole_hint: str | None = None) -> tuple[Table, str, Table]:
+    """The kept chain, a row a step, the figures whole at 80 columns; then a heading (a message line: print
+    it unwrapped) and each step's hypothesis cut to a line (`whole_hint`, `show RUN/SEQ` by default, gives
+    it whole)."""
     objective = harness.objective
     compiled = any(r.get("registers") is not None for r in rows)  # compiler facts, where the builds have them
     heads = ["step", "#", "family", *figure_heads(harness, "lineage", False), objective.name]
@@ -224,10 +226,10 @@ def lineage_table(run_id: int, rows: list[dict], harness: Any) -> Group:
     t = whole(compact(f"lineage of run {run_id}: the kept chain from the seed to the best"), cells, heads)
     hypotheses = Table.grid()
     hypotheses.add_column(no_wrap=True, overflow="ellipsis")
-    hypotheses.add_row(f"[bold]each step's hypothesis[/] (whole: `autodiscovery show {run_id}/SEQ`)")
     for note in notes:
         hypotheses.add_row(note)
-    return Group(t, "", hypotheses)
+    heading = f"\n[bold]each step's hypothesis[/] (whole: `{escape(whole_hint or f'autodiscovery show {run_id}/SEQ')}`)"
+    return t, heading, hypotheses
 
 
 def tree(run_id: int, rows: list[dict]) -> Tree:
