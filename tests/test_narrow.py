@@ -88,3 +88,10 @@ def test_hints_name_the_database_without_its_password():
     assert hint("show 3", "postgresql://ad:s3cret@db.example/runs") == \
         "autodiscovery show 3 --db 'postgresql://ad:***@db.example/runs'"
     assert hint("show 3", None) == "autodiscovery show 3"
+
+
+def test_campaigns_name_their_harness_and_fit():
+    out = lines("campaigns")
+    assert all(len(line) <= 80 for line in out)
+    rows = {line.split()[0]: line.split()[1] for line in out if line and not line[0].isspace() and len(line.split()) > 1}
+    assert rows["hopper-gemm"] == "hopper_gemm" and rows["softmax"] == "reference" and rows["edge-codesign"] == "accelsim"

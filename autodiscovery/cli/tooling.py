@@ -85,17 +85,20 @@ def check(
 @app.command("campaigns")
 @friendly
 def list_campaigns() -> None:
-    """List the campaigns that ship."""
-    t = Table(title="campaigns")
+    """List the campaigns that ship (`run --campaign NAME`; a campaign of your own is a YAML file's path)."""
+    from autodiscovery.review.display import compact
+
+    t = compact("campaigns")
+    t.padding = (0, 1, 0, 0)
     paths = campaigns.available()
     # A campaign's name is what `run --campaign` takes: printed whole at any terminal width.
     t.add_column("name", no_wrap=True, min_width=max((len(p.stem) for p in paths), default=4))
-    for col in ("file", "description"):
-        t.add_column(col)
+    t.add_column("harness", no_wrap=True)
+    t.add_column("description")
     for path in paths:
         try:
             c = campaigns.load(str(path))
-            t.add_row(path.stem, str(path.name), c.description)
+            t.add_row(path.stem, c.harness.name, escape(c.description))
         except AutoDiscoveryError as exc:
-            t.add_row(path.stem, str(path.name), f"[red]invalid: {exc}[/]")
+            t.add_row(path.stem, "", f"[red]invalid: {escape(str(exc))}[/]")
     console.print(t)
