@@ -38,6 +38,7 @@ def db(tmp_path) -> Path:
         run = Run.find(s, 1)
         c3, c6 = Candidate.by_seq(s, 1, 3), Candidate.by_seq(s, 1, 6)
         c3.hypothesis = f"Try {HOSTILE} now"
+        Candidate.by_seq(s, 1, 0).family = "<script>f()</script>"  # a kept step's: in the charts' labels too
         c3.evaluations[0].log = f"{HOSTILE}\nconnecting to postgresql://tuner:hunter22secret@db.example/runs"
         s.add(LlmCall(run_id=run.id, candidate_id=c6.id, model="scripted-model",
                       prompt=json.dumps([{"role": "system", "content": "rules"},

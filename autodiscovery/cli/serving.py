@@ -35,7 +35,7 @@ def serve(host: Annotated[str, typer.Option(help="Address to listen on; another 
     where = f"[{bound}]" if ":" in bound else bound
     say(f"serving {store.where}, read-only")
     if not web.loopback(host):
-        say(f"[bold yellow]warning:[/] {host} is reachable from other machines: anyone who reaches it reads every run")
+        say(f"[bold yellow]warning:[/] {host} is open to other machines: whoever reaches it reads every run")
     say(f"open http://{where}:{shown_port}/ (Ctrl-C stops)")
     try:
         web.run(store, sock, poll)
