@@ -166,6 +166,9 @@ class Entry:
     """The size of each argument passed, in order (a pointer 8, an int32 4, a CUtensorMap 128)."""
     where: str = ""
     """How the manifest names this launch ('launches[1]'), for messages."""
+    trusted: list[str] = field(default_factory=list)
+    """Tensors it passes by a name the harness cannot place before the GPU runs the problem (a module's
+    parameters), taken on trust until then: a misspelt input shows here."""
 
 
 @dataclass

@@ -226,3 +226,16 @@ def test_a_dry_run_says_which_candidates_were_not_built(tmp_path, monkeypatch):
                  f"harness.cache_dir={tmp_path}/c")
     assert res.exit_code == 0 and ("2 candidates: 1 built, 1 rejected. Why #1 was not built: "
                                    "`autodiscovery show 1/1 --db my.db`") in one_line(res.output), res.output
+
+
+@needs_nvcc
+def test_a_name_the_check_cannot_place_is_noted(tmp_path, monkeypatch):
+    """Before the GPU runs the module its parameters are unknown: a name that is no input, output or scratch
+    buffer is taken on trust, and the check says so (a misspelt input shows here)."""
+    path = my_op(tmp_path, kernel=KERNEL.replace("args: [x, out, dim]", "args: [xx, out, dim]"))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path), "--set", f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 0 and "note names: xx: neither an input, an output nor a scratch buffer" in one_line(res.output)
+    res = invoke("check", "b/kernels/my_sm.cu", "--campaign", str(my_op(tmp_path / "b")), "--set",
+                 f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 0 and "note" not in res.output

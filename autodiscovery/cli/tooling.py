@@ -73,7 +73,7 @@ def check(
         result = check_file(kernel, loaded)
     say(f"{escape(str(kernel))} against {escape(loaded.name)} ({loaded.harness.name} harness):")
     for step in result.steps:
-        mark = "[green]ok[/]  " if step.ok else "[red]FAIL[/]"
+        mark = "[yellow]note[/]" if step.note else "[green]ok[/]  " if step.ok else "[red]FAIL[/]"
         say(f"  {mark} {step.name}: {escape(' '.join(step.text.split()))}")
         for line in step.detail.splitlines():
             say(f"       {escape(line)}")

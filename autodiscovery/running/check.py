@@ -32,6 +32,8 @@ class Step:
     text: str
     detail: str = ""
     """What goes with it (the compiler's diagnostics)."""
+    note: bool = False
+    """Not a failure, but worth a look (names taken on trust)."""
 
 
 @dataclass
@@ -50,8 +52,8 @@ class KernelCheck:
         failed = next((s for s in self.steps if not s.ok), None)
         return f"{self.label}: {' '.join(failed.text.split())}" if failed else ""
 
-    def add(self, ok: bool, name: str, text: str, detail: str = "") -> None:
-        self.steps.append(Step(ok, name, text, detail))
+    def add(self, ok: bool, name: str, text: str, detail: str = "", note: bool = False) -> None:
+        self.steps.append(Step(ok, name, text, detail, note))
 
 
 def check_file(kernel: str | Path, campaign: Campaign, harness=None) -> KernelCheck:
@@ -99,6 +101,11 @@ def check_source(source: str, label: str, campaign: Campaign, harness=None) -> K
     entries = harness.entries(plan)
     if not entries:
         return report
+    trusted = sorted({name for e in entries for name in e.trusted})
+    if trusted:
+        report.add(True, "names", f"{', '.join(trusted)}: neither an input, an output nor a scratch buffer, taken to "
+                                  "be the module's parameters or buffers until the GPU runs the problem (a misspelt "
+                                  "name would be here)", note=True)
     try:
         defined = cubin.kernels(build.artifact)
     except cubin.CubinError as exc:

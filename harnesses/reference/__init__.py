@@ -132,7 +132,11 @@ class ReferenceHarness(HarnessBase):
     def entries(self, plan: dict) -> list[Entry]:
         """Each launch's kernel and its arguments: a tensor is a pointer (8 bytes), a scalar its type's."""
         size = {"tensor": 8, "i32": 4, "i64": 8, "f32": 4, "f64": 8}
-        return [Entry(launch["kernel"], [size[kind] for kind, _ in launch["args"]], f"launches[{i}]")
+        known = {*self.facts.get("input_names", []), *(i["name"] for i in self.facts.get("inputs", [])),
+                 *(p["name"] for p in self.facts.get("params", [])), *(t["name"] for t in plan["outputs"]),
+                 *(t["name"] for t in plan["scratch"])}
+        return [Entry(launch["kernel"], [size[kind] for kind, _ in launch["args"]], f"launches[{i}]",
+                      [name for kind, name in launch["args"] if kind == "tensor" and name not in known])
                 for i, launch in enumerate(plan["launches"])]
 
     def check(self, source: str) -> dict:
