@@ -150,7 +150,7 @@ def test_a_reference_campaign_gets_no_gemm_space(tmp_path):
     assert SearchAgent(campaigns.load("hopper-gemm", ["agent.search.space=null"])).space.name == "hopper_gemm"
 
 
-def invoke(*args: str, cwd: Path | None = None):
+def invoke(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
@@ -161,8 +161,8 @@ def one_line(text: str) -> str:
 @pytest.mark.parametrize("change, said", [
     (("args: [x, out, dim]", "args: [x, out, dim"), "kernels/my_sm.cu: line 6: manifest is not valid YAML: expected ',' or ']'"),
     (("    block: [256, 1, 1]\n", ""), "kernels/my_sm.cu: line 3: manifest: launches.0.block: Field required"),
-    (("dim % 4", "dim % 3"), "kernels/my_sm.cu: at my_sm: this problem (batch_size=1024, dim=4096) does not satisfy "
-                             "the kernel's requires 'dim % 3 == 0'"),
+    (("dim % 4", "dim % 3"), ("kernels/my_sm.cu: at my_sm: this problem (batch_size=1024, dim=4096) does not "
+                              "satisfy the kernel's requires 'dim % 3 == 0'")),
 ])
 def test_manifest_mistakes_name_file_and_line_before_any_build(tmp_path, monkeypatch, change, said):
     path = my_op(tmp_path, kernel=KERNEL.replace(*change))
@@ -178,8 +178,8 @@ def test_manifest_mistakes_name_file_and_line_before_any_build(tmp_path, monkeyp
 @pytest.mark.parametrize("change, said", [
     (("kernel: my_softmax", "kernel: my_softmx"),
      "launches[0] (my_softmx): the cubin defines no kernel 'my_softmx' (it defines my_softmax)"),
-    (('extern "C" ', ""), "the cubin defines no kernel 'my_softmax' (it defines _Z10my_softmaxPKfPfi: declare the "
-                          'kernel extern "C")'),
+    (('extern "C" ', ""), ("the cubin defines no kernel 'my_softmax' (it defines _Z10my_softmaxPKfPfi: declare "
+                           'the kernel extern "C")')),
     (("args: [x, out, dim]", "args: [x, out]"),
      "launches[0] (my_softmax): the manifest passes 2 arguments (8, 8 bytes), the kernel takes 3 arguments (8, 8, 4 bytes)"),
     (("args: [x, out, dim]", "args: [x, out, {i64: dim}]"),
@@ -200,7 +200,7 @@ def test_the_cubin_is_checked_against_the_manifest(tmp_path, monkeypatch, change
 @needs_nvcc
 def test_the_first_op_walk(tmp_path, monkeypatch):
     """From an empty folder outside the project: the problem, the campaign, the kernel, the check, a dry run."""
-    path = my_op(tmp_path)
+    my_op(tmp_path)
     monkeypatch.chdir(tmp_path)
     cache = f"harness.cache_dir={tmp_path}/c"
     res = invoke("check", "kernels/my_sm.cu", "--campaign", "my-op.yaml", "--set", cache)
@@ -216,7 +216,7 @@ def test_the_first_op_walk(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_a_dry_run_says_which_candidates_were_not_built(tmp_path, monkeypatch):
-    path = my_op(tmp_path)
+    my_op(tmp_path)
     (tmp_path / "my_space" / "bad.cu.j2").write_text(KERNEL.replace("args: [x, out, dim]", 'args: [x, out, "dim / {{ D }}"]'))
     (tmp_path / "my_space" / "families.yaml").write_text(
         FAMILIES + "  bad:\n    rung: 2\n    template: bad.cu.j2\n    summary: a size divided with /, which a manifest "
