@@ -166,6 +166,12 @@ def test_a_suite_shows_its_dispatch_table(tmp_path):
         assert 'href="/runs/32"' in page.body and 'href="/runs/33"' in page.body and "0.980× cuBLAS" in text
         problem = request(base + "/runs/33")
         assert 'a problem of <a href="/runs/31">suite 31</a>' in problem.body
+        live = request(base + "/runs/31/live").json()
+        assert set(live["fragments"]) == {"live", "dispatch"}
+        assert request(base + f"/runs/31/live?since={live['token']}").json()["fragments"] == {}
+        with Store(path).session() as s:  # one of its problems' runs records a candidate: the suite's page changes
+            s.add(Candidate(run_id=33, seq=24, hypothesis="more", proposer="test", source="//", source_hash="y"))
+        assert request(base + f"/runs/31/live?since={live['token']}").json()["token"] != live["token"]
 
 
 def test_a_co_design_run_shows_its_phases_attribution_and_pareto_front(tmp_path):
@@ -208,6 +214,14 @@ def test_thousands_of_candidates_and_hundreds_of_runs_come_by_page_and_quickly(d
         assert "page 21 of 21 (2030 candidates)" in visible(last)
         assert last.count('<tr><td class="num"><a href="/runs/2/candidates/') == 30
         assert visible(request(base + "/runs/2/tree?page=5").body).count("#") >= 30
+
+
+def test_a_stored_profile_is_shown_as_its_harness_shows_it(tmp_path):
+    path = tmp_path / "skinny.db"
+    shutil.copy(ROOT / "docs/skinny-h100/run.db", path)
+    with served(path) as base:
+        page = request(base + "/runs/1/candidates/15").body
+        assert '<table id="profile-' in page and "tensor pipe busy (%)" in page and "Nsight Compute" in page
 
 
 # ---- safe by default ----------------------------------------------------------------------------------------
@@ -271,7 +285,9 @@ def test_the_database_is_never_written_and_writes_are_refused(db):
 def test_other_host_names_are_refused(db):
     with served(db) as base:
         assert request(base + "/", headers={"Host": "attacker.example"}).status == 400
-        assert request(base + "/", headers={"Host": "localhost:1234"}).status == 200
+        assert request(base + "/", headers={"Host": "127.0.0.1.attacker.example"}).status == 400
+        for host in ("localhost:1234", "127.0.0.1", "[::1]:8765", "LOCALHOST"):
+            assert request(base + "/", headers={"Host": host}).status == 200, host
 
 
 def test_a_read_only_store_never_migrates_or_creates(tmp_path):

@@ -31,8 +31,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to listen on; another 
         raise AutoDiscoveryError(f"--poll {poll:g}: give a number of seconds above 0")
     store = Store(db or state["db"], create=False, read_only=True)
     sock = web.bind(host, port)
-    bound, shown_port = sock.getsockname()[:2]
-    where = f"[{bound}]" if ":" in bound else bound
+    where = f"[{host}]" if ":" in host else host
+    shown_port = sock.getsockname()[1]
     say(f"serving {store.where}, read-only")
     if not web.loopback(host):
         say(f"[bold yellow]warning:[/] {host} is open to other machines: whoever reaches it reads every run")

@@ -15,7 +15,6 @@ from pygments.formatters import HtmlFormatter
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -29,6 +28,7 @@ from autodiscovery.serve.source import duration, highlight
 from autodiscovery.store import RunStatus, Store, StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+"""The Host names a server on a loopback address answers to."""
 KEPT_STATES = 8
 """How many runs' states (data and charts) are kept drawn."""
 HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
@@ -155,13 +155,39 @@ class Pages:
         data = views.candidate(self.store, run_id, seq)
         harness = report.harness_class(self.store, run_id)
         labels = {c.key: c for c in harness.columns}
+        profiles = {i: section for i, e in enumerate(data["evaluations"])
+                    if e["kind"] == "profile" and e["status"] == "ok" and "profile" in (e["metrics"] or {})
+                    and (section := harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"]))}
         return self.page("candidate.html.j2", c=data, run_id=run_id, head=views.header(self.store, run_id),
-                         objective=harness.objective, labels=labels, source=highlight(data["source"]))
+                         objective=harness.objective, labels=labels, source=highlight(data["source"]),
+                         profiles=profiles)
 
     def tree(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         data = views.tree_page(self.store, run_id, _int(request.query_params.get("page"), 1))
         return self.page("tree.html.j2", data=data, run_id=run_id, head=views.header(self.store, run_id))
+
+
+class HostCheck:
+    """Answers 400 to a request whose Host is not one of `hosts` (port aside, IPv6 in brackets): a page
+    of another site that rebinds its name to 127.0.0.1 cannot read this server."""
+
+    def __init__(self, app, hosts: tuple[str, ...]) -> None:
+        self.app, self.hosts = app, set(hosts)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            if _name(dict(scope["headers"]).get(b"host", b"").decode("latin-1")).lower() not in self.hosts:
+                await Response("Invalid host header", status_code=400, media_type="text/plain")(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _name(host: str) -> str:
+    """A Host header's name: without its port, an IPv6 address without its brackets."""
+    if host.startswith("["):
+        return host[1:host.find("]")]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def href(run_id: int, seq: int | None = None) -> str:
@@ -195,6 +221,6 @@ def create_app(store: Store, poll_s: float = 2.0, hosts: tuple[str, ...] | None 
         Route("/runs/{run_id:int}/tree", pages.tree),
         Route("/runs/{run_id:int}/candidates/{seq:int}", pages.candidate),
     ]
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))] if hosts else []
+    middleware = [Middleware(HostCheck, hosts=hosts)] if hosts else []
     return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={Exception: pages.error, HTTPException: pages.error, NotFound: pages.error})

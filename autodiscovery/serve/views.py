@@ -5,6 +5,7 @@ evaluations, diffs and LLM calls, and the tree of a run. Read-only, like `review
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -100,17 +101,22 @@ def header(store: Store, run_id: int) -> dict:
 
 
 def token(store: Store, run_id: int) -> str:
-    """Changes whenever something a run's page shows does: a cheap question asked at every poll."""
+    """Changes whenever something a run's page shows does (a suite's: any of its runs): a cheap question
+    asked at every poll. It starts with the run's status."""
     with store.session() as s:
         run = _run(s, run_id)
-        cands = s.execute(select(func.count(), func.max(Candidate.id), func.count(Candidate.build_id))
-                          .where(Candidate.run_id == run_id)).one()
-        evals = s.execute(select(func.count(), func.max(Evaluation.id))
-                          .join(Candidate, Evaluation.candidate_id == Candidate.id)
-                          .where(Candidate.run_id == run_id)).one()
-        decided = s.scalar(select(func.count()).select_from(Decision).where(Decision.run_id == run_id))
-        calls = s.scalar(select(func.count()).select_from(LlmCall).where(LlmCall.run_id == run_id))
-        return "-".join(str(v) for v in (run.status, run.best_candidate_id, *cands, *evals, decided, calls))
+        runs = [run_id, *s.scalars(select(Run.id).where(Run.parent_id == run_id))]
+        state = [*s.execute(select(Run.id, Run.status, Run.best_candidate_id).where(Run.id.in_(runs))
+                            .order_by(Run.id)).all(),
+                 s.execute(select(func.count(), func.max(Candidate.id), func.count(Candidate.build_id))
+                           .where(Candidate.run_id.in_(runs))).one(),
+                 s.execute(select(func.count(), func.max(Evaluation.id))
+                           .join(Candidate, Evaluation.candidate_id == Candidate.id)
+                           .where(Candidate.run_id.in_(runs))).one(),
+                 s.scalar(select(func.count()).select_from(Decision).where(Decision.run_id.in_(runs))),
+                 s.scalar(select(func.count()).select_from(LlmCall).where(LlmCall.run_id.in_(runs)))]
+        digest = hashlib.sha256(repr(state).encode()).hexdigest()[:16]
+        return f"{run.status}-{digest}"
 
 
 def stop_rules(store: Store, run_id: int) -> dict:
