@@ -84,15 +84,16 @@ class Pages:
         run_id = request.path_params["run_id"]
         page = _int(request.query_params.get("page"), 1)
         state = views.token(self.store, run_id)
-        head = views.header(self.store, run_id)
-        if head["is_suite"]:
-            dispatch = report.dispatch(self.store, run_id)
-            columns = [c for c in dispatch["harness"].columns if "suite" in c.views]
-            return self.page("suite.html.j2", head=head, live=views.live(self.store, run_id), dispatch=dispatch,
-                             columns=columns, token=state, poll_ms=int(self.poll_s * 1000),
-                             live_url=url(f"/runs/{run_id}/live", page=page))
-        return self.page("run.html.j2", **self._run_context(run_id, page, state), token=state,
-                         poll_ms=int(self.poll_s * 1000), live_url=url(f"/runs/{run_id}/live", page=page))
+        polling = {"token": state, "poll_ms": int(self.poll_s * 1000),
+                   "live_url": url(f"/runs/{run_id}/live", page=page)}
+        if views.header(self.store, run_id)["is_suite"]:
+            return self.page("suite.html.j2", **self._suite_context(run_id), **polling)
+        return self.page("run.html.j2", **self._run_context(run_id, page, state), **polling)
+
+    def _suite_context(self, run_id: int) -> dict:
+        dispatch = report.dispatch(self.store, run_id)
+        return {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id), "dispatch": dispatch,
+                "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
 
     def _run_context(self, run_id: int, page: int, state: str) -> dict:
         data, harness, charts, others = self._drawn(run_id, state)
@@ -131,9 +132,7 @@ class Pages:
     def _fragments(self, run_id: int, page: int, state: str) -> dict[str, str]:
         """The parts of a run's page that change as it goes, drawn by the same templates and chart code."""
         if views.header(self.store, run_id)["is_suite"]:
-            dispatch = report.dispatch(self.store, run_id)
-            context = {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id),
-                       "dispatch": dispatch, "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
+            context = self._suite_context(run_id)
             return {"live": self._block("suite.html.j2", "live", context),
                     "dispatch": self._block("suite.html.j2", "dispatch", context)}
         context = self._run_context(run_id, page, state)
