@@ -164,6 +164,7 @@ def test_a_suite_shows_its_dispatch_table(tmp_path):
         text = " ".join(visible(page.body).split())
         assert "Suite 31: llama3-8b-rest" in text and '<table id="dispatch">' in page.body
         assert 'href="/runs/32"' in page.body and 'href="/runs/33"' in page.body and "0.980× cuBLAS" in text
+        assert "42 evaluated, 2 left proposed" in text and "nearest stop" not in text  # its problems' runs, together
         problem = request(base + "/runs/33")
         assert 'a problem of <a href="/runs/31">suite 31</a>' in problem.body
         live = request(base + "/runs/31/live").json()

@@ -171,13 +171,15 @@ def stop_rules(store: Store, run_id: int) -> dict:
 
 
 def live(store: Store, run_id: int) -> dict:
-    """A run's state as it goes: its incumbent, its stop rules, the devices' busy share, LLM usage."""
+    """A run's state as it goes: its incumbent, its stop rules, the devices' busy share, LLM usage. A
+    suite's: the candidates of its problems' runs (each of which has its own stop rules)."""
     head = header(store, run_id)
     harness = report.harness_class(store, run_id)
     with store.session() as s:
         run = _run(s, run_id)
         best = report.candidate_row(run.best, harness) if run.best is not None else None
-        counts = dict(s.execute(select(Candidate.status, func.count()).where(Candidate.run_id == run_id)
+        runs = [run_id, *s.scalars(select(Run.id).where(Run.parent_id == run_id))]
+        counts = dict(s.execute(select(Candidate.status, func.count()).where(Candidate.run_id.in_(runs))
                                 .group_by(Candidate.status)).all())
     calls = report.llm_summary(store, run_id)
     pool = report.pool(store, run_id)
@@ -190,7 +192,8 @@ def live(store: Store, run_id: int) -> dict:
                "cost": sum(costs) if costs else None, "models": [c["model"] for c in calls]}
     tally = {"evaluated": sum(n for st, n in counts.items() if st != "proposed"), "proposed": counts.get("proposed", 0)}
     return head | {"tally": report.tally_text(tally), "counts": counts, "best": best,
-                   "best_summary": report.summary_text(harness, best or {}), "stops": stop_rules(store, run_id),
+                   "best_summary": report.summary_text(harness, best or {}),
+                   "stops": {"rules": [], "nearest": None} if head["is_suite"] else stop_rules(store, run_id),
                    "pool": report.pool_text(pool) if pool else None, "llm": llm}
 
 
