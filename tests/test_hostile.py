@@ -47,6 +47,10 @@ EXPECTED = {
     "cluster_too_large.cu": ("rejected", r"cluster \(32, 1, 1\) must hold 1 to 16 blocks"),
     "skips_dependency_wait.cu": ("incorrect", r"draw 1 \(normal\), launched while the kernel writing its inputs still ran"),
     "waits_late.cu": ("incorrect", r"draw 1 \(normal\), launched while the kernel writing its inputs still ran"),
+    "writes_past_c.cu": ("incorrect", r"draw 0 \(uniform\): guard zone: wrote 65536 bytes past the end of C"),
+    "writes_before_c.cu": ("incorrect", r"draw 0 \(uniform\): guard zone: wrote 512 bytes before the start of C"),
+    "reads_unwritten_smem.cu": ("incorrect", r"draw 0 \(uniform\): \d+ non-finite outputs \(NaN/Inf in the output\)"),
+    "writes_past_workspace.cu": ("incorrect", r"draw 0 \(uniform\): guard zone: wrote \d+ bytes past the end of W"),
     # No way left to cheat: each computes honestly, at a naive kernel's speed.
     "result_cache.cu": ("ok", None),
     "computes_only_when_poisoned.cu": ("ok", None),
@@ -91,3 +95,31 @@ def test_the_next_candidate_evaluates_normally(harness):
     seed = campaigns.load("hopper-gemm").seed_path().read_text()
     out = outcome(harness, seed)
     assert out.status == "ok", out.log
+
+
+UNSAFE = Path(__file__).parent / "kernels" / "unsafe"
+
+
+@pytest.mark.parametrize("kernel", sorted(p.name for p in UNSAFE.glob("*.cu")))
+def test_an_unsafe_kernel_is_refused_at_keep(harness, kernel):
+    """Right answers and whole guard zones; compute-sanitizer finds what it does (see the first line)."""
+    source = (UNSAFE / kernel).read_text()
+    m = re.fullmatch(r"// expect-sanitize: ([\w|]+): (.+)", source.splitlines()[0])
+    tools, evidence = m.group(1).split("|"), m.group(2)
+    out = harness.sanitize(source, harness.build(source))
+    assert out.status == "incorrect", f"{kernel}: {out.status}: {out.log[:3000]}"
+    found = [t for t, v in out.metrics["tools"].items() if v["status"] == "findings"]
+    assert set(found) & set(tools), f"{kernel}: found by {found}: {out.log[:3000]}"
+    assert re.search(evidence, out.log), out.log[:3000]
+
+
+@pytest.mark.parametrize("family", ["naive", "mma_sync", "wgmma_ws", "wgmma_cluster"])
+def test_honest_kernels_sanitize_clean(harness, family):
+    """The seed and the families' defaults (TMA, wgmma, mbarriers, clusters): no finding, every tool ran."""
+    from autodiscovery.agents.space import Space
+
+    space = Space("hopper_gemm")
+    source = (campaigns.load("hopper-gemm").seed_path().read_text() if family == "naive"
+              else space.render(family, space.families[family].default))
+    out = harness.sanitize(source, harness.build(source))
+    assert out.status == "ok", f"{family}: {out.log[:4000]}"

@@ -23,6 +23,10 @@ KERNELS = Path(__file__).parent / "kernels" / "reference"
 PROBLEM = KERNELS / "problem_rowsum.py"
 HONEST = KERNELS / "honest.cu"
 HOSTILE = sorted((KERNELS / "hostile").glob("*.cu"))
+UNSAFE = sorted((KERNELS / "unsafe").glob("*.cu"))
+"""Kernels whose outputs are right and whose guard zones stay whole, but that read out of bounds, race on
+shared memory, miss a barrier or read memory nothing wrote: compute-sanitizer refuses them at keep. The
+first line: `// expect-sanitize: <tool>[|<tool>]: <regular expression>`."""
 STATUSES = ("incorrect", "rejected", "crashed", "timeout")
 KNOWN_GAPS: dict[str, str] = {}
 """Kernels the harness does not yet judge as their first line says, and why."""
@@ -79,3 +83,28 @@ def test_a_time_under_the_roofline_floor_is_refused(harness, monkeypatch):
     monkeypatch.setitem(harness.facts, "peak_gbps", 1.0)
     out = outcome(harness, HONEST)
     assert out.status == "rejected" and "faster than this problem's roofline floor" in out.log, out.log[:2000]
+
+
+def sanitize_expectation(kernel: Path) -> tuple[list[str], str]:
+    m = re.fullmatch(r"// expect-sanitize: ([\w|]+): (.+)", kernel.read_text().splitlines()[0])
+    assert m, f"{kernel.name}: the first line must be '// expect-sanitize: <tool>[|<tool>]: <regular expression>'"
+    return m.group(1).split("|"), m.group(2)
+
+
+@pytest.mark.parametrize("kernel", [pytest.param(k, id=k.name) for k in UNSAFE])
+def test_an_unsafe_kernel_is_refused_at_keep(harness, kernel):
+    """Its gate may pass (nothing in its outputs or guard zones shows it); the sanitizer finds it."""
+    tools, evidence = sanitize_expectation(kernel)
+    source = kernel.read_text()
+    out = harness.sanitize(source, harness.build(source))
+    assert out.status == "incorrect", f"{kernel.name}: {out.status}: {out.log[:3000]}"
+    found = [t for t, v in out.metrics["tools"].items() if v["status"] == "findings"]
+    assert set(found) & set(tools), f"{kernel.name}: found by {found}, expected {tools}: {out.log[:3000]}"
+    assert re.search(evidence, out.log), f"{kernel.name}: no '{evidence}' in its log:\n{out.log[:3000]}"
+
+
+def test_the_honest_kernel_sanitizes_clean(harness):
+    out = harness.sanitize(HONEST.read_text(), harness.build(HONEST.read_text()))
+    assert out.status == "ok", out.log[:3000]
+    assert {t: v["status"] for t, v in out.metrics["tools"].items()} == dict.fromkeys(
+        ("memcheck", "racecheck", "synccheck", "initcheck"), "clean")

@@ -11,6 +11,7 @@ finding counts only where it is in a candidate's kernel. Any finding blocks the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from autodiscovery.interfaces import Outcome
 from autodiscovery.toolkit.proc import run_child
+from autodiscovery.toolkit.text import first_line
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 PREFIX = "========= "
@@ -60,7 +62,7 @@ def command(exe: str, tool: str, kernels: list[str], argv: list[str]) -> list[st
            "--show-backtrace", "no", "--report-api-errors", "no"]
     if tool != "initcheck":
         for k in kernels:
-            cmd += ["--kernel-name", f"kns={k}"]
+            cmd += ["--kernel-name", f"kne={k}"]  # the exact name (extern "C": not mangled)
     if tool == "racecheck":
         cmd += ["--racecheck-report", "all"]
     return [*cmd, *argv]
@@ -100,29 +102,44 @@ def parse(tool: str, output: str, kernels: list[str]) -> list[Finding]:
     def ours(f: Finding) -> bool:
         if f.kernel is None:  # no kernel named: only the filtered tools' reports are all the candidate's
             return tool != "initcheck"
-        return f.kernel in mine or any(k in f.kernel for k in mine)
+        return f.kernel.split("(")[0].strip() in mine
     return [f for f in found if f.what and ours(f)]
 
 
 def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels: list[str],
         timeout_s: float, tools: tuple[str, ...] = TOOLS) -> Outcome:
-    """Every tool on `argv`, side by side; `ok` where none found anything in the candidate's kernels,
-    `incorrect` with the findings, `timeout` where a tool ran out of time and found nothing first."""
-    env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUPY_GPU_MEMORY_POOL": "0"}
+    """Every tool on `argv` (an evaluation child whose last argument is its result file, with `{tool}` in
+    it), side by side. `ok` only where every tool ran to its end, the child launched the candidate
+    (its result says `ok`) and no tool found anything in the candidate's kernels; `incorrect` with the
+    findings; `timeout` where a tool ran out of time first; `crashed` where a tool or the child failed
+    without a finding (a sanitizer that did not check is no clean bill)."""
+    env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
     def one(tool: str):
-        return tool, run_child(command(exe, tool, kernels, [a.replace("{tool}", tool) for a in argv]),
-                               cwd, env, timeout_s, grace_s=30)
+        cmd = command(exe, tool, kernels, [a.replace("{tool}", tool) for a in argv])
+        return tool, run_child(cmd, cwd, env, timeout_s, grace_s=30)
 
     with ThreadPoolExecutor(len(tools)) as pool:
         done = list(pool.map(one, tools))
     findings: list[Finding] = []
     tools_out: dict[str, dict] = {}
-    logs = []
+    logs, failed = [], []
     for tool, fin in done:
         mine = parse(tool, fin.output, kernels)
         findings += mine
-        status = "timeout" if fin.timed_out else "findings" if mine else "clean"
+        child = _result(argv[-1].replace("{tool}", tool))
+        summary = any(marker in fin.output for marker in ("ERROR SUMMARY", "RACECHECK SUMMARY"))
+        if fin.timed_out:
+            status = "timeout"
+        elif mine:
+            status = "findings"
+        elif fin.returncode not in (0, EXIT_ON_ERROR) or not summary or child.get("status") != "ok":
+            status = "failed"
+            failed.append(f"{tool}: " + (f"the child said {child.get('status')}: {first_line(child.get('log', ''))}"
+                                         if child.get("status") not in (None, "ok") else
+                                         f"exit code {fin.returncode}, {'no summary' if not summary else 'no result'}"))
+        else:
+            status = "clean"
         tools_out[tool] = {"status": status, "errors": len(mine), "seconds": round(fin.seconds, 2)}
         logs.append(f"--- {tool}: {status} ({fin.seconds:.1f} s)\n" + _tail(fin.output))
     seconds = max((fin.seconds for _, fin in done), default=0.0)
@@ -135,7 +152,17 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
     if late:
         return Outcome("timeout", metrics, f"compute-sanitizer's {', '.join(late)} did not finish in "
                        f"{timeout_s:g} s\n\n" + "\n".join(logs), seconds)
+    if failed:
+        return Outcome("crashed", metrics, "compute-sanitizer did not check the candidate: " + "; ".join(failed)
+                       + "\n\n" + "\n".join(logs), seconds)
     return Outcome("ok", metrics, "\n".join(logs), seconds)
+
+
+def _result(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _tail(text: str, lines: int = 60) -> str:

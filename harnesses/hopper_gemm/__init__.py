@@ -106,14 +106,14 @@ class HopperGemmHarness(HarnessBase):
             raise HarnessError(str(exc)) from None
         if not need_gpu:
             return fp
-        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
-            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
-                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         try:
             ctypes.CDLL("libcuda.so.1")
         except OSError:
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
                                "H100/H200 with its driver") from None
+        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
+            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
+                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         gpus = self._choose() if self.settings.gpus is not None else None
         job = {"mode": "fingerprint", "baseline": self.settings.baseline, "both": self.settings.both_baselines,
                "shape": list(self.shape), "helpers": self.helpers()}

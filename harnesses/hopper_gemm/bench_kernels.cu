@@ -192,3 +192,13 @@ extern "C" __global__ void upstream(const volatile u32* go, u32 epoch,
   copy_u16(b_src, b, nb);
   for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < nc; i += (u64)gridDim.x * blockDim.x) c[i] = POISON;
 }
+
+// smem_poison: one block per SM, each taking the most shared memory a block may have, writes all of
+// it with 0xFF bytes (a NaN in every floating type) before a gated launch. Shared memory is not cleared
+// between kernels, so a kernel that reads shared memory it never wrote computes from NaN.
+extern "C" __global__ void smem_poison(u32 words) {
+  extern __shared__ u32 smem[];
+  volatile u32* s = smem;
+  for (u32 i = threadIdx.x; i < words; i += blockDim.x) s[i] = 0xFFFFFFFFu;
+  __syncthreads();
+}

@@ -323,7 +323,9 @@ class Helpers:
     def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
         self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
-                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream")}
+                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream", "smem_poison")}
+        self.sms = sms
+        self._smem_set = 0
         self.stream = cu.CUstream(stream.ptr)
         self.blocks = 4 * sms
 
@@ -355,6 +357,17 @@ class Helpers:
         """Read `data` (zeros, a multiple of 16 bytes) end to end; `sink` is never written."""
         self._launch("scrub", [ctypes.c_void_p(data.data.ptr), ctypes.c_uint64(data.nbytes // 16),
                                ctypes.c_void_p(sink.data.ptr)])
+
+    def smem_poison(self, smem_bytes: int) -> None:
+        """Every SM's shared memory to 0xFF bytes (NaN): one block an SM, each with `smem_bytes`."""
+        f = self.fns["smem_poison"]
+        if self._smem_set != smem_bytes:
+            check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        smem_bytes))
+            self._smem_set = smem_bytes
+        args = [ctypes.c_uint32(smem_bytes // 4)]
+        ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(args[0]))
+        check(cu.cuLaunchKernel(f, self.sms, 1, 1, 1024, 1, 1, smem_bytes, self.stream, ctypes.addressof(ptrs), 0))
 
     def delay(self, seconds: float) -> None:
         self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)

@@ -32,6 +32,7 @@ from harnesses.reference import manifest, problem, report
 from harnesses.reference.settings import Problem, Settings
 
 __all__ = ["ReferenceHarness", "HarnessError"]
+HELPERS = Path(__file__).parent / "kernels" / "helpers.cu"
 
 
 class HarnessError(AutoDiscoveryError):
@@ -77,6 +78,7 @@ class ReferenceHarness(HarnessBase):
         self.cache = BuildCache(self.cache_dir, "kernel.cubin")
         self.build_workers = self.settings.build_workers
         self.sms = 132
+        self._helpers: str | None = None
 
     # ---- before anything runs -------------------------------------------------------------
     def preflight(self, need_gpu: bool = True) -> dict:
@@ -86,14 +88,14 @@ class ReferenceHarness(HarnessBase):
             raise HarnessError(str(exc)) from None
         if not need_gpu:
             return fp
-        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
-            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
-                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         try:
             ctypes.CDLL("libcuda.so.1")
         except OSError:
             raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs a GPU "
                                "with its driver") from None
+        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
+            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
+                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
         out = self._child({"mode": "probe"}, timeout_s=max(self.settings.timeout_s, 300))
         if out.status == "problem":
             raise HarnessError(out.log)
@@ -225,11 +227,20 @@ class ReferenceHarness(HarnessBase):
         return Outcome(status, metrics, r.get("log", ""), seconds, metrics.get("device", device), score)
 
     def _job(self, job: dict) -> dict:
-        """A job with what travels with every one: the problem, the settings and the facts."""
+        """A job with what travels with every one: the problem, the settings, the facts and the harness's
+        own kernel (kernels/helpers.cu, built once)."""
         p = self.problem
         return {"problem": {"path": str(self.static.path), "sizes": self.static.sizes, "dtype": p.dtype},
                 "seed": random.SystemRandom().randrange(2**31), "settings": self.settings.model_dump(mode="json"),
-                "facts": self.facts, **job}
+                "facts": self.facts, "helpers": self.helpers() if job.get("mode") != "probe" else None, **job}
+
+    def helpers(self) -> str:
+        if self._helpers is None:
+            built = self.build(HELPERS.read_text())
+            if not built.ok or not built.artifact:
+                raise HarnessError(f"the harness's own kernel does not build: {first_line(built.log)}")
+            self._helpers = built.artifact
+        return self._helpers
 
     def _env(self) -> dict[str, str]:
         return os.environ | {

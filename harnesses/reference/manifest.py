@@ -146,7 +146,7 @@ def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
                     args.append([kind, float(value)])
                 else:
                     args.append([kind, _value(value, names, f"{where} args")])
-            elif isinstance(arg, str) and (arg in known or (not probed and arg not in names and arg.isidentifier()
+            elif isinstance(arg, str) and (arg in known or (not probed and arg not in names and _tensor_name(arg)
                                                            and not _is_expression(arg, names))):
                 args.append(["tensor", arg])
             else:
@@ -160,6 +160,11 @@ def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
     if unwritten:
         raise ManifestError(f"output(s) {', '.join(unwritten)} are passed to no kernel")
     return {"launches": launches, "outputs": outputs, "scratch": [t for t in tensors.values() if t["kind"] == "scratch"]}
+
+
+def _tensor_name(text: str) -> bool:
+    """A name a tensor may have: an input's, or a parameter's by `state_dict` name (`ln.weight`)."""
+    return all(part.isidentifier() for part in text.split("."))
 
 
 def _is_expression(text: str, names: dict[str, int]) -> bool:

@@ -89,6 +89,7 @@ class Bench:
         self.compiled = None
         self.checked = 0
         self.worst: dict[str, dict] = {}
+        self.poisoner = SmemPoison(job["helpers"], self.facts["smem_per_block"]) if job.get("helpers") else None
 
     # one launch, prepared as every launch is --------------------------------------------------
     def draw(self, dist: str):
@@ -131,6 +132,8 @@ class Bench:
         state = self.draw(dist)
         cand.poison(self.gen)
         self.cold()
+        if self.poisoner is not None:  # after the flush, whose reduction uses shared memory
+            self.poisoner(cand.stream)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         cand()
@@ -240,6 +243,33 @@ class Bench:
             t_ch, t_inc = (ta, tb) if a is challenger else (tb, ta)
             ratios.append(t_inc / t_ch)
         return {"ratio": summarize_ratio(ratios, self.s["confidence"])}
+
+
+class SmemPoison:
+    """The harness's kernel that sets every SM's shared memory to 0xFF bytes (NaN) before a candidate's
+    launch (kernels/helpers.cu): a candidate that reads shared memory it never wrote computes from NaN."""
+
+    def __init__(self, cubin: str, smem_bytes: int) -> None:
+        import ctypes
+
+        from cuda.bindings import driver as cu
+
+        from harnesses.reference.launch import _check
+
+        self.cu, self.ctypes, self.smem = cu, ctypes, int(smem_bytes)
+        self.module = _check(cu.cuModuleLoad(cubin.encode()))
+        self.f = _check(cu.cuModuleGetFunction(self.module, b"smem_poison"))
+        _check(cu.cuFuncSetAttribute(self.f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                     self.smem))
+        _, self.sms = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0)
+        self.args = [ctypes.c_uint32(self.smem // 4)]
+        self.ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(self.args[0]))
+
+    def __call__(self, stream) -> None:
+        from harnesses.reference.launch import _check
+
+        _check(self.cu.cuLaunchKernel(self.f, int(self.sms), 1, 1, 1024, 1, 1, self.smem, stream,
+                                      self.ctypes.addressof(self.ptrs), 0))
 
 
 # ---- the child's main --------------------------------------------------------------------------

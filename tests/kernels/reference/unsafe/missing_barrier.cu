@@ -21,9 +21,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) rowsum(const float* __rest
   for (int i = threadIdx.x; i < dim; i += THREADS) sum += row[i];
   partial[threadIdx.x] = sum;
   for (int s = THREADS / 2; s > 0; s >>= 1) {
-    __syncthreads();
     if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
   }
-  __syncthreads();
   if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
 }

@@ -1,4 +1,4 @@
-// expect-sanitize: initcheck|racecheck|memcheck: (uninitialized|Uninitialized)
+// expect: incorrect: non-finite elements where the reference is finite
 /* @manifest
 launches:
   - kernel: rowsum
@@ -8,9 +8,10 @@ launches:
 outputs: {out: {shape: [batch_size], dtype: float32}}
 requires: ["dim % 4 == 0"]
 */
-// Unsafe: the tree starts one step too wide, over 512 slots of which only 256 were written. It adds
-// 0 × (whatever the unwritten half holds): right while that memory holds finite values, NaN where
-// it holds a NaN or an infinity.
+// Cheat by accident: the tree starts one step too wide, over 512 slots of which only 256 were written.
+// It adds 0 × (whatever the unwritten half holds): right while that memory holds finite values. No
+// memory checker sees a read of shared memory nothing wrote; the harness sets every SM's shared
+// memory to NaN before each checked launch, so the sums come out NaN.
 #define THREADS 256
 
 extern "C" __global__ void __launch_bounds__(THREADS) rowsum(const float* __restrict__ x, float* __restrict__ out,
