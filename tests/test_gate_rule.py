@@ -62,3 +62,13 @@ def test_nothing_that_passes_against_pytorchs_output_fails_against_the_truth():
         rel_truth, far_truth = rel_ref + rel_torch * rng.uniform(0, 3), far_ref + far_torch * rng.uniform(0, 3)
         e = Errors(rel_ref, far_ref, rel_truth, far_truth, rel_torch, far_torch)
         assert accept(e, TOL)[0], e
+
+
+def test_the_llm_agent_is_told_the_rule():
+    from autodiscovery import campaign as campaigns
+    from harnesses.reference import ReferenceHarness
+
+    brief = " ".join(ReferenceHarness(campaigns.load("softmax")).brief({}).split())
+    assert "judged against the truth: the module evaluated in float64 on the same inputs" in brief
+    assert f"within {TRUTH_MULTIPLE:g}× PyTorch's own float32 error against that truth" in brief
+    assert "guard zones" in brief and "compute-sanitizer" in brief

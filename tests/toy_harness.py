@@ -167,3 +167,18 @@ class ToyHarness(HarnessBase):
         ax.set_xlabel("ms a call")
         ax.set_title("each variant, timed")
         return [Chart("toy-timed", fig)]
+
+
+class SanitizedToy(ToyHarness):
+    """The toy harness with a memory checker before each keep, as a GPU harness has: it finds an error in
+    any variant that calls the builtin `sum` (standing in for a kernel that reads out of bounds)."""
+
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
+        tools = {t: {"status": "clean", "errors": 0, "seconds": 0.0}
+                 for t in ("memcheck", "racecheck", "synccheck", "initcheck")}
+        if "sum(" not in source:
+            return Outcome("ok", {"tools": tools, "findings": []}, "", 0.0, "cpu")
+        finding = "memcheck: Invalid __global__ read of size 4 bytes (at total+0x90; by thread (0,0,0) in block (3,0,0))"
+        tools["memcheck"] = {"status": "findings", "errors": 1, "seconds": 0.0}
+        return Outcome("incorrect", {"tools": tools, "findings": [finding]},
+                       f"compute-sanitizer found 1 error(s): {finding}", 0.0, "cpu")

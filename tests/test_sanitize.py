@@ -1,0 +1,149 @@
+"""Sanitizing before a keep, without a GPU: how compute-sanitizer's reports are read (excerpts of real
+ones), what each tool is asked, that a finding blocks the keep and is recorded as an evaluation of its
+own, and that export says whether a kernel was sanitized."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from autodiscovery.cli import app
+from autodiscovery.toolkit import sanitize
+
+HERE = Path(__file__).parent
+
+SYNCCHECK = """========= COMPUTE-SANITIZER
+========= Barrier error detected. Divergent thread(s) in warp.
+=========     at rowsum+0x8d0
+=========     by thread (97,0,0) in block (100,0,0)
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame:  [0x55b15] in cydriver.cpython-312-x86_64-linux-gnu.so
+=========
+========= ERROR SUMMARY: 1 error
+"""
+INITCHECK = """========= COMPUTE-SANITIZER
+========= Uninitialized __global__ memory read of size 4 bytes
+=========     at rowsum+0x390
+=========     by thread (64,0,0) in block (100,0,0)
+=========     Address 0x7fbf36190100
+=========
+========= Uninitialized __global__ memory read of size 16 bytes
+=========     at void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2, T3)+0x70
+=========     by thread (32,0,0) in block (60,0,0)
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+RACECHECK_CLEAN = """========= COMPUTE-SANITIZER
+correct: True
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+
+
+def test_a_finding_names_its_tool_what_and_where():
+    (f,) = sanitize.parse("synccheck", SYNCCHECK, ["rowsum"])
+    assert f.kernel == "rowsum"
+    assert f.line() == ("synccheck: Barrier error detected. Divergent thread(s) in warp. "
+                        "(at rowsum+0x8d0; by thread (97,0,0) in block (100,0,0))")
+
+
+def test_initcheck_counts_only_what_lies_in_the_candidates_kernels():
+    found = sanitize.parse("initcheck", INITCHECK, ["rowsum"])
+    assert [f.what for f in found] == ["Uninitialized __global__ memory read of size 4 bytes"]
+    assert sanitize.parse("racecheck", RACECHECK_CLEAN, ["rowsum"]) == []
+
+
+def test_each_tool_checks_the_candidates_kernels_by_name_but_initcheck_every_kernel():
+    argv = ["python", "child.py"]
+    mem = sanitize.command("/x/compute-sanitizer", "memcheck", ["a", "b"], argv)
+    assert mem[mem.index("--tool") + 1] == "memcheck" and mem[-2:] == argv
+    assert [mem[i + 1] for i, a in enumerate(mem) if a == "--kernel-name"] == ["kne=a", "kne=b"]
+    assert "--kernel-name" not in sanitize.command("/x/compute-sanitizer", "initcheck", ["a"], argv)
+    assert "all" == (r := sanitize.command("cs", "racecheck", ["a"], argv))[r.index("--racecheck-report") + 1]
+
+
+def stand_in(tmp_path: Path, reports: dict[str, str], exit_codes: dict[str, int] | None = None) -> str:
+    """An executable in compute-sanitizer's place (it runs where there is no GPU): it runs the child,
+    then prints the tool's report (a recorded one) and exits as compute-sanitizer does."""
+    path = tmp_path / "compute-sanitizer"
+    path.write_text(f"""#!{sys.executable}
+import subprocess, sys
+args = sys.argv[1:]
+tool = args[args.index("--tool") + 1]
+child = args[args.index("--report-api-errors") + 2:]
+while child and child[0].startswith("--"):
+    child = child[2:]
+subprocess.run(child)
+reports, codes = {json.dumps(reports)}, {json.dumps(exit_codes or {})}
+print(reports.get(tool, "========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors"))
+sys.exit(codes.get(tool, 0))
+""")
+    path.chmod(0o755)
+    return str(path)
+
+
+def child(tmp_path: Path, status: str = "ok") -> list[str]:
+    code = f"import json, sys; json.dump({{'status': '{status}', 'log': 'launched'}}, open(sys.argv[1], 'w'))"
+    return [sys.executable, "-c", code, str(tmp_path / "{tool}.json")]
+
+
+def test_every_tool_clean_is_ok_and_a_finding_is_incorrect(tmp_path):
+    exe = stand_in(tmp_path, {})
+    out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["rowsum"], timeout_s=60)
+    assert out.status == "ok", out.log
+    assert {t: v["status"] for t, v in out.metrics["tools"].items()} == dict.fromkeys(sanitize.TOOLS, "clean")
+    exe = stand_in(tmp_path, {"synccheck": SYNCCHECK}, {"synccheck": sanitize.EXIT_ON_ERROR})
+    out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["rowsum"], timeout_s=60)
+    assert out.status == "incorrect" and out.metrics["tools"]["synccheck"]["status"] == "findings"
+    assert out.log.startswith("compute-sanitizer found 1 error(s): synccheck: Barrier error detected")
+
+
+def test_a_tool_that_did_not_check_is_no_clean_bill(tmp_path):
+    """A child that failed, or a tool that printed no summary, is `crashed`, never `ok`."""
+    out = sanitize.run(stand_in(tmp_path, {}), child(tmp_path, "rejected"), tmp_path, {}, ["rowsum"], timeout_s=60)
+    assert out.status == "crashed" and "the child said rejected" in out.log
+    exe = stand_in(tmp_path, {"racecheck": "========= COMPUTE-SANITIZER\nbad option"}, {"racecheck": 1})
+    out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["rowsum"], timeout_s=60)
+    assert out.status == "crashed" and out.metrics["tools"]["racecheck"]["status"] == "failed"
+
+
+def campaign(tmp_path: Path, harness: str) -> Path:
+    path = tmp_path / "toy.yaml"
+    path.write_text("name: toy-sum\n"
+                    f"harness: {{name: 'toy_harness:{harness}', repeats: 20}}\n"
+                    f"seed: {HERE / 'toy_harness.py'}\n"
+                    "agent: {kind: 'toy_harness:ToyAgent', toy: {variants: [loop, builtin]}}\n"
+                    "budget: {candidates: 3, minutes: 5}\n"
+                    "stop: {patience: 5, min_gain: 0.05}\n")
+    return path
+
+
+def test_a_finding_blocks_the_keep_and_is_recorded(tmp_path):
+    db = tmp_path / "run.db"
+    res = CliRunner().invoke(app, ["--db", str(db), "run", "--quiet", "--campaign", str(campaign(tmp_path, "SanitizedToy"))])
+    assert res.exit_code == 0, res.output
+    con = sqlite3.connect(db)
+    rows = con.execute("select c.family, e.status, d.verdict, d.reason from candidates c join evaluations e on "
+                       "e.candidate_id = c.id left join decisions d on d.candidate_id = c.id where e.kind = 'sanitize' "
+                       "order by c.seq").fetchall()
+    families = {f: (status, verdict, reason) for f, status, verdict, reason in rows}
+    assert families["builtin"][:2] == ("incorrect", "revert")  # faster, and not kept
+    assert families["builtin"][2].startswith("sanitize incorrect: compute-sanitizer found 1 error(s): memcheck: "
+                                             "Invalid __global__ read")
+    assert families["loop"][:2] == ("ok", "keep")
+    out = tmp_path / "best.py"
+    res = CliRunner().invoke(app, ["--db", str(db), "export", "1", "--out", str(out)])
+    assert "sanitized: clean" in res.output, res.output
+    assert json.loads(Path(f"{out}.json").read_text())["sanitized"]["state"] == "clean"
+
+
+def test_export_says_a_kernel_was_never_sanitized(tmp_path):
+    db = tmp_path / "run.db"
+    CliRunner().invoke(app, ["--db", str(db), "run", "--quiet", "--campaign", str(campaign(tmp_path, "ToyHarness"))])
+    out = tmp_path / "best.py"
+    res = CliRunner().invoke(app, ["--db", str(db), "export", "1", "--out", str(out)])
+    assert "never sanitized" in res.output, res.output
+    assert json.loads(Path(f"{out}.json").read_text())["sanitized"] == {"state": "never"}
