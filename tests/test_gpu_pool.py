@@ -50,6 +50,7 @@ def harness(monkeypatch, gpus: Gpus, setting) -> HopperGemmHarness:
     monkeypatch.setattr(h, "_child", gpus.child)
     monkeypatch.setattr("harnesses.hopper_gemm.nvcc_version", lambda nvcc: "nvcc 13.0.88")
     monkeypatch.setattr("ctypes.CDLL", lambda name: None)
+    monkeypatch.setattr("harnesses.hopper_gemm.sanitizer.locate", lambda nvcc: "/usr/local/cuda/bin/compute-sanitizer")
     h._helpers = "helpers.cubin"
     return h
 

@@ -486,8 +486,13 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
                               "campaign": validate(run.config, f"campaign of run {run.id}"),
                               "fingerprint": run.fingerprint, "source": run.best.source,
                               "family": run.best.family, "knobs": dict(run.best.knobs),
-                              "score": m["score"], "figures": m["figures"]})
+                              "score": m["score"], "figures": m["figures"], "sanitized": sanitized(run.best)})
         if not items:
             which = f"run {run_ids[0]} has" if len(run_ids) == 1 else f"runs {', '.join(map(str, run_ids))} have"
             raise NotFound(f"{which} no kept kernel to export")
-    return harness.export_library(items, folder)
+    table = harness.export_library(items, folder)
+    never = [f"{i['label']} (run {i['run']} #{i['seq']})" for i in items if i["sanitized"]["state"] != "clean"]
+    if never and isinstance(table, dict) and "summary" in table:
+        table["summary"] += (f"; {len(never)} of {len(items)} never sanitized clean before they were kept: "
+                             + ", ".join(never[:6]) + (", ..." if len(never) > 6 else ""))
+    return table

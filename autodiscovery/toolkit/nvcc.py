@@ -84,9 +84,11 @@ def build(cache_: BuildCache, key: str, source: str, nvcc: str, flags: list[str]
     return cache_.put(key, report, work)
 
 
-def doctor(nvcc: str, gpu_label: str, probe: Callable[[], str]) -> list[tuple[str, str | None, str, bool]]:
+def doctor(nvcc: str, gpu_label: str, probe: Callable[[], str],
+           sanitize: bool = False) -> list[tuple[str, str | None, str, bool]]:
     """`doctor`'s rows for a harness that builds with nvcc and runs on an NVIDIA GPU: nvcc, the driver,
-    and the GPU as `probe` (the harness's own preflight) finds it, so that doctor and run agree."""
+    compute-sanitizer where kept kernels are run under it (`sanitize`), and the GPU as `probe` (the
+    harness's own preflight) finds it, so that doctor and run agree."""
     import ctypes.util
 
     try:
@@ -100,6 +102,11 @@ def doctor(nvcc: str, gpu_label: str, probe: Callable[[], str]) -> list[tuple[st
             gpu = probe()
         except AutoDiscoveryError as exc:
             why = str(exc)
-    return [("nvcc (CUDA 12.8+)", found, "install the CUDA toolkit and put nvcc on PATH", True),
-            ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True),
-            (gpu_label, gpu, why, True)]
+    rows = [("nvcc (CUDA 12.8+)", found, "install the CUDA toolkit and put nvcc on PATH", True),
+            ("NVIDIA driver (libcuda)", driver, "install the NVIDIA driver", True)]
+    if sanitize:
+        from autodiscovery.toolkit.sanitize import locate
+
+        rows.append(("compute-sanitizer", locate(nvcc), "install the CUDA toolkit's compute-sanitizer (kept kernels "
+                     "run under it first), or set harness.sanitize=false", True))
+    return [*rows, (gpu_label, gpu, why, True)]

@@ -249,7 +249,7 @@ class HopperGemmHarness(HarnessBase):
             fp = cls(campaign).preflight()
             return f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
 
-        return toolkit_nvcc.doctor(campaign.harness.nvcc, "Hopper GPU (sm_90a)", probe)
+        return toolkit_nvcc.doctor(campaign.harness.nvcc, "Hopper GPU (sm_90a)", probe, campaign.harness.sanitize)
 
     # ---- static checks and builds -----------------------------------------------------------
     space = "hopper_gemm"

@@ -124,7 +124,8 @@ class ReferenceHarness(HarnessBase):
             fp = ReferenceHarness(campaign).preflight()
             return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
-        return toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU and PyTorch (the problem probed)", probe)
+        return toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU and PyTorch (the problem probed)", probe,
+                                   campaign.harness.sanitize)
 
     # ---- static checks and builds -----------------------------------------------------------
     @staticmethod
