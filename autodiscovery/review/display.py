@@ -420,6 +420,7 @@ def sections_table(sections: list[Section]) -> Group:
     for sec in sections:
         t = compact(sec.title, sec.caption or None)
         t.padding = (0, 1, 0, 0)  # two spaces between columns: cells that wrap stay apart
+        t.min_width = len(sec.title)  # a table narrower than its title would wrap the title
         for i, col in enumerate(sec.columns):
             texts = [Text.from_markup(str(row[i])).plain for row in sec.rows if i < len(row)]
             if all(" " not in x and len(x) <= 14 for x in texts):  # a figure: whole, its head wrapped to fit it
