@@ -232,7 +232,8 @@ def pool(store: Store, run_id: int) -> dict | None:
         gpus = (run.fingerprint or {}).get("gpus")
         evals = s.execute(select(Evaluation.candidate_id, Evaluation.kind, Evaluation.created_at, Evaluation.seconds)
                           .join(Candidate, Evaluation.candidate_id == Candidate.id)
-                          .where(Candidate.run_id == run_id, Evaluation.kind.in_(("benchmark", "head_to_head")),
+                          .where(Candidate.run_id == run_id,
+                                 Evaluation.kind.in_(("benchmark", "head_to_head", "sanitize")),
                                  Evaluation.status != "running", Evaluation.seconds > 0)).all()
         cands = s.execute(select(Candidate.id, Candidate.created_at, Build.seconds)
                           .outerjoin(Build, Candidate.build_id == Build.id).where(Candidate.run_id == run_id)).all()
@@ -285,7 +286,8 @@ def pool(store: Store, run_id: int) -> dict | None:
             cause = "proposal" if not waits else "loop" if ready_built else "build"
             idle[cause] += free * (b - a)
     total = devices * window
-    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total for k in ("benchmark", "head_to_head")}
+    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total
+             for k in ("benchmark", "head_to_head", "sanitize")}
     return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
             **{k: round(v, 4) for k, v in share.items()},
             "idle": {k: round(v / total, 4) for k, v in idle.items()}}
@@ -293,10 +295,12 @@ def pool(store: Store, run_id: int) -> dict | None:
 
 def pool_text(p: dict) -> str:
     """'pool: 8 at once over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
-    proposals 5%, builds 1%, the loop 2%'."""
+    proposals 5%, builds 1%, the loop 2%' (and the share of sanitize runs beside the head-to-heads, where a
+    run had some)."""
     idle = p["idle"]
     return (f"pool: {p['devices']} at once over {p['window_s']:.0f} s, busy "
-            f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}); idle: "
+            f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}"
+            + (f", sanitize {p['sanitize']:.0%}" if p.get("sanitize") else "") + "); idle: "
             f"waiting for proposals {idle['proposal']:.0%}, builds {idle['build']:.0%}, the loop {idle['loop']:.0%}")
 
 
