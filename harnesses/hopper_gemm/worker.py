@@ -322,7 +322,7 @@ def sanitize(job: dict) -> dict:
     from harnesses.hopper_gemm.measure import Bench, Draw
 
     cp.cuda.set_allocator(None)
-    (M, N, K), s = job["shape"], job["settings"]
+    M, N, K = job["shape"]
     info = device_info()
     bench = Bench(M, N, K, info, job["helpers"], guarded=False)
     (spec,) = job["kernels"].values()
