@@ -9,11 +9,23 @@ from collections.abc import Callable
 from sqlalchemy import func, select, update
 
 from autodiscovery.interfaces import History, Objective, Outcome, Proposal, Record
-from autodiscovery.store import Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store import (
+    Candidate,
+    CandidateStatus,
+    Decision,
+    EvalKind,
+    EvalStatus,
+    Evaluation,
+    LlmCall,
+    Run,
+    RunStatus,
+    Store,
+    Verdict,
+)
 from autodiscovery.store.models import utcnow
 from autodiscovery.toolkit.build import BuildReport
 
-FAILED = {"compile_error", "incorrect", "timeout", "crashed"}
+FAILED = {CandidateStatus.compile_error, CandidateStatus.incorrect, CandidateStatus.timeout, CandidateStatus.crashed}
 CUT_OFF = "cut off: the run stopped before this evaluation finished; it is done again on resume"
 
 
@@ -23,12 +35,12 @@ def source_hash(source: str) -> str:
 
 def counted(status: str) -> bool:
     """Whether a candidate counts against the budget and patience: every proposal that was processed."""
-    return status != "proposed"
+    return status != CandidateStatus.proposed
 
 
 def score_of(cand: Candidate, objective: Objective) -> float | None:
     ev = cand.measurement
-    return objective.read(ev.metrics) if ev is not None and ev.status == "ok" else None
+    return objective.read(ev.metrics) if ev is not None and ev.status == EvalStatus.ok else None
 
 
 BUILD_FACTS = ("registers", "smem_static", "spill_stores", "spill_loads", "stack")
@@ -43,22 +55,24 @@ def build_facts(b) -> dict:
 
 def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | None = None) -> Record:
     """What an agent sees of a candidate; `seq_of` maps this run's candidate ids to their seq."""
-    evs = [e for e in cand.evaluations if e.kind != "profile"]
+    evs = [e for e in cand.evaluations if e.kind != EvalKind.profile]
     ev = cand.measurement or (evs[-1] if evs else None)
-    measured = dict(cand.measurement.metrics) if cand.measurement is not None and cand.measurement.status == "ok" \
-        else {}
+    ok = cand.measurement is not None and cand.measurement.status == EvalStatus.ok
+    measured = dict(cand.measurement.metrics) if ok else {}
 
     def profiles_of(c: Candidate) -> list:
-        return [e for e in c.evaluations if e.kind == "profile" and e.status == "ok" and "profile" in e.metrics]
+        return [e for e in c.evaluations if e.kind == EvalKind.profile and e.status == EvalStatus.ok
+                and "profile" in e.metrics]
 
     profiles = profiles_of(cand)
     origin = cand.parent if cand.parent_id is not None and cand.parent.run_id != cand.run_id else None
     if not profiles and origin is not None and origin.source_hash == cand.source_hash:
         profiles = profiles_of(origin)  # the same kernel, profiled in the run this one continues
     d = cand.decision
-    reason = d.reason if d else (ev.log if ev is not None and cand.status == "rejected" else "")
+    reason = d.reason if d else (ev.log if ev is not None and cand.status == CandidateStatus.rejected else "")
     return Record(seq=cand.seq, family=cand.family, knobs=cand.knobs, status=cand.status,
-                  score=score_of(cand, objective), kept=cand.status == "kept", source_hash=cand.source_hash,
+                  score=score_of(cand, objective), kept=cand.status == CandidateStatus.kept,
+                  source_hash=cand.source_hash,
                   hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
                   build=build_facts(cand.build), metrics=measured, parent_seq=(seq_of or {}).get(cand.parent_id),
                   verdict=d.verdict if d else None, reason=reason,
@@ -172,13 +186,15 @@ class Ledger:
                 cand = Candidate(run_id=self.run_id, seq=seq, parent_id=parent, incumbent_id=run.best_candidate_id,
                                  hypothesis=p.hypothesis, proposer=p.proposer, family=p.family, knobs=p.knobs,
                                  source=p.source, source_hash=source_hash(p.source),
-                                 status="rejected" if p.rejected else "proposed")
+                                 status=CandidateStatus.rejected if p.rejected
+                                 else CandidateStatus.proposed)
                 s.add(cand)
                 s.flush()
                 for call_id in p.llm_calls:
                     s.get(LlmCall, call_id).candidate_id = cand.id
                 if p.rejected:
-                    s.add(Evaluation(candidate_id=cand.id, kind="check", status="rejected", log=p.rejected))
+                    s.add(Evaluation(candidate_id=cand.id, kind=EvalKind.check, status=EvalStatus.rejected,
+                                     log=p.rejected))
                 out.append(cand)
                 seq += 1
             self.touch(s)
@@ -187,8 +203,8 @@ class Ledger:
     @writes
     def reject(self, cand_id: int, reason: str) -> None:
         with self.store.session() as s:
-            s.add(Evaluation(candidate_id=cand_id, kind="check", status="rejected", log=reason))
-            s.get(Candidate, cand_id).status = "rejected"
+            s.add(Evaluation(candidate_id=cand_id, kind=EvalKind.check, status=EvalStatus.rejected, log=reason))
+            s.get(Candidate, cand_id).status = CandidateStatus.rejected
             self.touch(s)
 
     def record_build(self, build: BuildReport) -> int | None:
@@ -197,17 +213,17 @@ class Ledger:
         return self.store.build_id(build.stored())
 
     @writes
-    def begin(self, cand_id: int, kind: str, against: int | None = None) -> int:
+    def begin(self, cand_id: int, kind: EvalKind, against: int | None = None) -> int:
         """An evaluation row marked running: if the process dies now, resume finds it and redoes it."""
         with self.store.session() as s:
-            ev = Evaluation(candidate_id=cand_id, kind=kind, against_id=against, status="running")
+            ev = Evaluation(candidate_id=cand_id, kind=kind, against_id=against, status=EvalStatus.running)
             s.add(ev)
             s.flush()
             return ev.id
 
     @writes
-    def finish(self, eval_id: int | None, cand_id: int, kind: str, outcome: Outcome, against: int | None = None,
-               status: str | None = None, build_id: int | None = None) -> None:
+    def finish(self, eval_id: int | None, cand_id: int, kind: EvalKind, outcome: Outcome,
+               against: int | None = None, status: CandidateStatus | None = None, build_id: int | None = None) -> None:
         """The evaluation's result; with `status`, the candidate's new status in the same commit."""
         with self.store.session() as s:
             ev = s.get(Evaluation, eval_id) if eval_id is not None else None
@@ -221,13 +237,14 @@ class Ledger:
                 c.status, c.build_id = status, build_id if build_id is not None else c.build_id
 
     @writes
-    def decide(self, cand_id: int, incumbent_id: int | None, verdict: str, reason: str, measured: bool) -> None:
+    def decide(self, cand_id: int, incumbent_id: int | None, verdict: Verdict, reason: str, measured: bool) -> None:
         with self.store.session() as s:
             s.add(Decision(run_id=self.run_id, candidate_id=cand_id, incumbent_id=incumbent_id, verdict=verdict,
                            reason=reason))
             if measured:
-                s.get(Candidate, cand_id).status = "kept" if verdict == "keep" else "reverted"
-            if verdict == "keep":
+                s.get(Candidate, cand_id).status = CandidateStatus.kept if verdict == Verdict.keep \
+                    else CandidateStatus.reverted
+            if verdict == Verdict.keep:
                 Run.find(s, self.run_id).best_candidate_id = cand_id
             self.touch(s)
 
@@ -236,7 +253,7 @@ class Ledger:
         """Dry runs: the candidate compiled; it is recorded as built, never measured or decided."""
         with self.store.session() as s:
             c = s.get(Candidate, cand_id)
-            c.build_id, c.status = build_id, "built"
+            c.build_id, c.status = build_id, CandidateStatus.built
             run = Run.find(s, self.run_id)
             if run.best_candidate_id is None:
                 run.best_candidate_id = c.id  # the seed stays the base the agent edits
@@ -244,8 +261,8 @@ class Ledger:
 
     def mark_cut_off(self, s) -> None:
         ids = select(Candidate.id).where(Candidate.run_id == self.run_id)
-        s.execute(update(Evaluation).where(Evaluation.candidate_id.in_(ids), Evaluation.status == "running")
-                  .values(status="interrupted", log=CUT_OFF))
+        s.execute(update(Evaluation).where(Evaluation.candidate_id.in_(ids), Evaluation.status == EvalStatus.running)
+                  .values(status=EvalStatus.interrupted, log=CUT_OFF))
 
     @writes
     def open(self, owner: str, claim) -> Run:
@@ -254,7 +271,7 @@ class Ledger:
             # writer serializes this anyway): two processes resuming one run cannot both get it.
             run = s.get(Run, self.run_id, with_for_update=True)
             claim(s, run, owner)
-            run.status, run.stop_reason = "running", None
+            run.status, run.stop_reason = RunStatus.running, None
             self.mark_cut_off(s)
             _ = run.candidates
             return run
@@ -266,7 +283,7 @@ class Ledger:
             Run.find(s, self.run_id).best_candidate_id = cand_id
 
     @writes
-    def close(self, status: str, reason: str, owner: str | None) -> None:
+    def close(self, status: RunStatus, reason: str, owner: str | None) -> None:
         with self.store.session() as s:
             self.mark_cut_off(s)
             run = Run.find(s, self.run_id)

@@ -25,19 +25,21 @@ from autodiscovery.store.models import (
     Candidate,
     CandidateStatus,
     Decision,
+    EvalKind,
     EvalStatus,
     Evaluation,
     LlmCall,
     Run,
     RunStatus,
+    Verdict,
 )
 
 DEFAULT_DB = ROOT / "runs" / "autodiscovery.db"
 BUSY_TIMEOUT_S = 10
 
 __all__ = [
-    "Base", "Build", "Candidate", "CandidateStatus", "Decision", "Evaluation", "EvalStatus", "LlmCall",
-    "Run", "RunStatus", "Store", "StoreError", "DEFAULT_DB",
+    "Base", "Build", "Candidate", "CandidateStatus", "Decision", "Evaluation", "EvalKind", "EvalStatus", "LlmCall",
+    "Run", "RunStatus", "Verdict", "Store", "StoreError", "DEFAULT_DB",
 ]
 
 

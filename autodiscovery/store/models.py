@@ -21,14 +21,14 @@ class Base(DeclarativeBase):
     pass
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(enum.StrEnum):
     running = "running"
     finished = "finished"
     interrupted = "interrupted"
     failed = "failed"
 
 
-class CandidateStatus(str, enum.Enum):
+class CandidateStatus(enum.StrEnum):
     proposed = "proposed"  # recorded, not yet evaluated
     rejected = "rejected"  # refused before compiling (constraint, manifest, shape)
     compile_error = "compile_error"
@@ -41,7 +41,7 @@ class CandidateStatus(str, enum.Enum):
     built = "built"  # dry runs: compiled, never measured
 
 
-class EvalStatus(str, enum.Enum):
+class EvalStatus(enum.StrEnum):
     running = "running"  # begun, not finished: a run that stops here redoes it on resume
     interrupted = "interrupted"  # cut off by the run stopping; done again
     ok = "ok"
@@ -50,6 +50,20 @@ class EvalStatus(str, enum.Enum):
     timeout = "timeout"
     crashed = "crashed"
     rejected = "rejected"
+
+
+class EvalKind(enum.StrEnum):
+    check = "check"  # a refusal before any build
+    benchmark = "benchmark"  # the candidate's own measurement
+    head_to_head = "head_to_head"  # against the incumbent, before a keep
+    sanitize = "sanitize"  # under the memory and race checker, before a keep
+    ladder = "ladder"  # the final measurement of a family's best (`ladder`)
+    profile = "profile"  # the harness's profiler (`profile`)
+
+
+class Verdict(enum.StrEnum):
+    keep = "keep"
+    revert = "revert"
 
 
 def database_of(session: Session) -> str:
