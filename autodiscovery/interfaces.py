@@ -250,6 +250,15 @@ class Agent(Protocol):
     """Proposals a round."""
     exhausted_reason: str
     """The stop reason when `propose` returns nothing."""
+    overlap: bool
+    """Whether proposals may be asked for while earlier candidates are still measured (`ahead`)."""
+    speculate: bool
+    """Whether proposals cost nothing but time (no request, no state): then they may also be asked for
+    only to start their builds, before the verdicts they depend on are in."""
+
+    def ahead(self, history: History) -> bool:
+        """Whether the next proposals may be asked for now, with the verdicts of the last candidates not yet
+        known (`history` shows them as proposed): True only where they do not depend on those verdicts."""
 
     def propose(self, history: History, n: int) -> list[Proposal]:
         """Up to `n` new proposals given everything tried so far; [] when it has nothing left."""
@@ -276,6 +285,12 @@ class AgentBase:
     name = "agent"
     batch: int = 1
     exhausted_reason = "search space exhausted: the agent has nothing left to propose"
+    overlap: bool = False
+    """Whether proposals may be asked for while earlier candidates are still measured (off: each round is
+    proposed once every candidate before it is decided)."""
+    speculate: bool = False
+    """Whether proposals cost nothing but time (no request to pay for, no state kept): they may then be
+    asked for speculatively, only to start their builds."""
     Settings: ClassVar[type[BaseModel]] = NoSettings
     """The pydantic model of the agent's section of the campaign's `agent:` (`agent.<section>`)."""
     section: ClassVar[str | None] = None
@@ -297,6 +312,10 @@ class AgentBase:
     def preflight(self) -> None:
         pass
 
+    def ahead(self, history: History) -> bool:
+        """By default: `overlap` (an agent whose proposals depend on its history says more precisely)."""
+        return self.overlap
+
 
 @runtime_checkable
 class Harness(Protocol):
@@ -306,6 +325,8 @@ class Harness(Protocol):
     """Evaluations at once (simulations); 1 measures one at a time (a GPU)."""
     build_workers: int
     """Builds at once (0: one per CPU core)."""
+    needs_gpu: bool
+    """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
 
     def preflight(self, need_gpu: bool = True) -> dict:
         """The fingerprint of where the run happens; raise an AutoDiscoveryError naming what is missing."""
@@ -331,6 +352,15 @@ class Harness(Protocol):
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,
         any other status blocks it (the log says which check and where); None: not checked here."""
+
+
+@runtime_checkable
+class Profiler(Protocol):
+    """A harness that can profile a candidate (`autodiscovery profile`): an optional capability, declared
+    by having this method."""
+
+    def profile(self, source: str, build: BuildReport) -> Outcome:
+        """The candidate under the harness's profiler; metrics["profile"] holds what it found."""
 
 
 class HarnessBase:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -41,15 +42,17 @@ def main() -> None:
     if step in ("build", "evaluate", "head_to_head"):
         harness.hooks[step] = lambda count: die(count, n)
     elif step in ("commit", "committed"):
-        commit, seen = Session.commit, [0]
+        commit, seen, lock = Session.commit, [0], threading.Lock()
 
         def counted_commit(self):
-            seen[0] += 1
+            with lock:  # commits come from several threads (devices, decisions, the loop)
+                seen[0] += 1
+                count = seen[0]
             if step == "commit":
-                die(seen[0], n)
+                die(count, n)
             commit(self)
             if step == "committed":
-                die(seen[0], n)
+                die(count, n)
         Session.commit = counted_commit
     elif step == "slow":
         harness.delay_s = 0.05

@@ -135,7 +135,9 @@ def test_the_batch_and_the_llm_requests_follow_the_pool():
     assert fixed.batch == 3  # what the campaign says stands
     pool.set_devices(1)
     search.bind(None, 1, pool, {})
-    assert search.batch == 4 and not search.overlap
+    assert search.batch == 4 and search.overlap  # one device too: knob moves are asked ahead
+    off = SearchAgent(campaigns.load("hopper-gemm", ["agent.search.overlap=false"]))
+    assert not off.overlap
 
     llm = LlmAgent(campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
                                                   "agent.llm.models=[{name: m}]"]))
@@ -157,3 +159,62 @@ def test_where_a_recorded_runs_time_went(tmp_path):
     assert used["head_to_head"] > 0 and used["busy"] == pytest.approx(used["benchmark"] + used["head_to_head"],
                                                                       abs=1e-3)
     assert used["busy"] + sum(used["idle"].values()) == pytest.approx(1.0, abs=0.02)
+
+
+BUILD_S, PROPOSE_S, SIM_SCALE = 0.5, 0.3, 0.5
+"""The busy-share simulation: each build and each request for proposals takes this long beside the
+measurements (recorded times × SIM_SCALE: 1.2 to 3.7 s), as nvcc and the agent do on a real run."""
+
+
+class SlowBuilds(PooledReplay):
+    """Each kernel's first build takes BUILD_S; a build again is the cache's (as nvcc's builds are)."""
+
+    def build(self, source):
+        with self.lock:
+            first = source not in self.cached
+            self.cached.add(source)
+        if first:
+            time.sleep(BUILD_S)
+        return super().build(source)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.cached: set[str] = set()
+
+    def _hold(self, seconds: float) -> float:
+        return super()._hold(seconds * SIM_SCALE / SCALE)
+
+
+class SlowAgent(SearchAgent):
+    def propose(self, history, n):
+        time.sleep(PROPOSE_S)
+        return super().propose(history, n)
+
+
+def simulate(devices: int, db: Path, candidates: int) -> tuple[float, float, Store, int]:
+    """(busy share, wall seconds, store, run) of a run on `devices` simulated devices."""
+    campaign = campaigns.load("hopper-gemm", [f"budget.candidates={candidates}", "stop.patience=500",
+                                              "stop.target=50"])
+    agent = SlowAgent(campaign)
+    harness = SlowBuilds(agent.space)
+    harness.set_devices(devices)
+    store = Store(db)
+    t = time.monotonic()
+    run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
+                                                                     "gpus": list(range(devices))})
+    return harness.busy()[0], time.monotonic() - t, store, run_id
+
+
+@pytest.mark.parametrize("devices, candidates, floor", [(1, 24, 0.95), (2, 20, 0.9), (4, 28, 0.85), (8, 40, 0.75)])
+def test_the_devices_are_busy_while_proposals_and_builds_take_time(tmp_path, devices, candidates, floor):
+    """Builds and proposals take time beside the measurements: on one device as on several, they run
+    while the devices measure. One device is busy 95% of the run or more; several at least `floor`
+    (the seed, measured alone, and the ladder's structural moves, each waiting for the verdicts it
+    depends on, leave some devices waiting in a run this short)."""
+    share, wall, store, run_id = simulate(devices, tmp_path / "busy.db", candidates)
+    print(f"\n{devices} device(s): busy {share:.1%} over {wall:.1f} s")
+    with store.session() as s:
+        assert s.get(Run, run_id).stop_reason == f"budget spent: {candidates} candidates"
+    assert share >= floor, (devices, share, wall)
+    used = report.pool(store, run_id)  # `show` tells the same from the recorded timestamps alone
+    assert abs(used["busy"] - share) < 0.05, (used, share)

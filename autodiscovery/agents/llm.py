@@ -54,7 +54,7 @@ class LlmAgent(AgentBase):
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.store, self.run_id, self.harness, self.fingerprint = store, run_id, harness, fingerprint
         if self.settings.batch is None:  # one proposal per device, so a pool of GPUs is kept fed
-            self.batch = max(2, getattr(harness, "parallel", 1))
+            self.batch = max(2, harness.parallel)
         self.rng = random.Random(f"{self.settings.seed}:{run_id}")
 
     def preflight(self) -> None:

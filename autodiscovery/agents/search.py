@@ -57,8 +57,8 @@ class SearchSettings(Strict):
     """Configurations recorded at other problems to try first: the best of each of this many runs of the
     same space, harness, element types and GPU in the database, nearest problem first (0: none)."""
     overlap: bool | None = None
-    """Propose and build the next batch while the current one is measured (it then sees the verdicts of
-    the batch before); none: on when the harness measures several candidates at once (--gpus, Ray)."""
+    """Propose and build knob moves while the last candidates are measured (they then miss those
+    verdicts; a structural move always waits for the verdicts before it); none: on."""
 
 
 
@@ -80,6 +80,7 @@ def _settings(knobs: dict[str, Any]) -> str:
 class SearchAgent(AgentBase):
     name = "search"
     Settings = SearchSettings
+    speculate = True  # a proposal is a computation on the history, nothing more
 
     def __init__(self, campaign: Campaign) -> None:
         s = campaign.agent.of(SearchAgent)
@@ -89,8 +90,8 @@ class SearchAgent(AgentBase):
         self.space.fits(registry.harness(campaign.harness.name))  # another harness's space: refused now
         self.seed = s.seed
         self.patience = s.knob_patience
-        self.overlap_setting = s.overlap
-        self.overlap = bool(s.overlap)
+        self.overlap = s.overlap is not False
+        self.devices = 1
         self.shape = campaign.problem.names()
         self.warm_start = s.warm_start
         self.problem = campaign.problem.model_dump(mode="json")
@@ -101,10 +102,9 @@ class SearchAgent(AgentBase):
 
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.fits.harness = harness
+        self.devices = harness.parallel
         if store is not None and self.warm_start:
             self.warm = self.warm_moves(self.recorded_bests(store, run_id, fingerprint))
-        if self.overlap_setting is None:  # several devices: keep them fed while the agent proposes
-            self.overlap = harness.parallel > 1
         if self.batch_setting is None:
             self.batch = max(4, harness.parallel)
 
@@ -191,6 +191,37 @@ class SearchAgent(AgentBase):
         return dataclasses.replace(history, records=[done[id(r)] for r in history.records],
                                    incumbent=done.get(id(inc), inc) if inc is not None else None)
 
+    def ahead(self, history: History) -> bool:
+        """Whether the next proposals may be asked for before the verdicts of the candidates `history`
+        shows as proposed (pending). Warm-start moves may (they are a fixed list); structural moves may
+        where the same families are due whatever the pending verdicts leave as the incumbent (`propose`
+        then makes only those, never a knob move that would depend on the verdicts); knob moves may once
+        no structural move is due and, on one device, only knob moves are pending (they then miss those
+        verdicts: TPE counts the pending ones as running trials, and nothing is proposed twice; on several
+        devices they may while structural verdicts are pending too, or the devices would wait). A
+        structural move thus always waits for every verdict it depends on."""
+        if not self.overlap:
+            return False
+        history = self.completed(history)
+        tried = {(r.family, canon(r.knobs)) for r in history.records}
+        if self._warm_left(tried):
+            return True
+        pending = [r for r in history.records if r.status == "proposed"]
+        due = {tuple(f.name for f in self._due(history, rung)) for rung in
+               {self._rung(history.incumbent), *(self._rung(r) for r in pending)}}
+        if len(due) > 1:
+            return False
+        return bool(due.pop()) or self.devices > 1 or all(r.proposer == "search:knob" for r in pending)
+
+    def _warm_left(self, tried: set) -> bool:
+        return any((family, canon(knobs)) not in tried and not self.space.families[family].violations(knobs, self.shape)
+                   for family, knobs, _ in self.warm)
+
+    def _due(self, history: History, rung: int) -> list[Family]:
+        """The structural moves due with the incumbent at `rung`: the untried families above it."""
+        families = {r.family for r in history.records}
+        return [f for f in self.space.ladder() if f.rung > rung and f.name not in families]
+
     def propose(self, history: History, n: int) -> list[Proposal]:
         history = self.completed(history)
         tried = {(r.family, canon(r.knobs)) for r in history.records}
@@ -198,12 +229,13 @@ class SearchAgent(AgentBase):
         if out:  # measured first: the climb below starts from where they leave the incumbent
             return out
         inc_rung = self._rung(history.incumbent)
-        for fam in self.space.ladder():
+        for fam in self._due(history, inc_rung):
             if len(self._valid(out)) >= n:
                 break
-            if fam.rung > inc_rung and not any(r.family == fam.name for r in history.records):
-                out.append(self._structural(fam, history))
-                tried.add((fam.name, canon(out[-1].knobs)))
+            out.append(self._structural(fam, history))
+            tried.add((fam.name, canon(out[-1].knobs)))
+        if out and any(r.status == "proposed" for r in history.records):
+            return out  # asked ahead (`ahead`): knob moves wait for the verdicts
         exhausted: set[str] = set()
         while len(self._valid(out)) < n:
             fam = self._active(history, exhausted, inc_rung, out)
@@ -231,12 +263,9 @@ class SearchAgent(AgentBase):
         if fam.template and fam.violations(knobs, self.shape):
             knobs = next(fam.valid_configurations(self.shape), knobs)
         knobs, fitted = self.fits.start(fam, knobs)
-        inc = history.incumbent
-        base = f"from {inc.family} ({history.objective.format(inc.score, '.3g')})" if inc and inc.score else \
-            "from the seed"
         settings = ", ".join(f"{k}={v}" for k, v in knobs.items()) or "no knobs"
         start = f"Start at {settings}: {fitted}" if fitted else f"Start at its default configuration ({settings})."
-        return self._proposal(fam, knobs, f"Structural move {base} to rung {fam.rung}, {fam.name}: {fam.summary}. "
+        return self._proposal(fam, knobs, f"Structural move to rung {fam.rung}, {fam.name}: {fam.summary}. "
                                           f"{start}", "structural")
 
     def _active(self, history: History, exhausted: set[str], inc_rung: int,

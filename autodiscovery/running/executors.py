@@ -76,7 +76,7 @@ class RayHarness:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = settings.address or "a new local cluster"
                 raise ExecutorError(f"cannot reach the Ray cluster at {where}: {' '.join(str(exc).split())[:300]}") from None
-        self.unit = "GPU" if getattr(harness, "needs_gpu", False) else "CPU"
+        self.unit = "GPU" if harness.needs_gpu else "CPU"
         resources = {"num_gpus": 1} if self.unit == "GPU" else {"num_cpus": 1}
         self.task = ray.remote(_call).options(max_retries=settings.max_retries, **resources)
         self.cpu_task = ray.remote(_call).options(max_retries=settings.max_retries, num_cpus=1)
@@ -102,8 +102,7 @@ class RayHarness:
         if not need_gpu:
             return self.harness.preflight(need_gpu)
         fp = self._run(self.task, "preflight", need_gpu)
-        if hasattr(self.harness, "adopt"):
-            self.harness.adopt(fp)
+        self.harness.adopt(fp)
         self.ref = self.ray.put(self.harness)  # the evaluations see what the preflight chose
         return fp | {"executor": f"ray ({self.settings.address or 'local'})"}
 

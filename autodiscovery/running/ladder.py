@@ -15,9 +15,10 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import History, Proposal, Record
-from autodiscovery.running.evaluate import assess, screen
+from autodiscovery.running.evaluate import screen
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
-from autodiscovery.store import Store
+from autodiscovery.running.lifecycle import Lifecycle
+from autodiscovery.store import EvalKind, RunStatus, Store
 from autodiscovery.toolkit.text import canon, plural
 
 
@@ -66,12 +67,13 @@ class Ladder:
         config = self.campaign.model_dump(mode="json") | {"ladder": {"per_family": per_family}}
         self.ledger = Ledger.create(self.store, self.campaign.name, "ladder", config, fingerprint,
                                     self.harness.objective)
+        self.life = Lifecycle(self.ledger, self.harness, self.campaign)
         rungs = [self._family(fam, per_family) for fam in ladder]
         scored = [r for r in rungs if r.outcome is not None and r.outcome.score is not None]
         top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
         best = next((r for r in scored if r.outcome.score == top), None)
         self.ledger.crown(best.candidate_id if best is not None else None)
-        self.ledger.close("finished", f"ladder over {plural(len(rungs), 'family', 'families')}", None)
+        self.ledger.close(RunStatus.finished, f"ladder over {plural(len(rungs), 'family', 'families')}", None)
         return self.ledger.run_id, rungs
 
     def _family(self, fam, per_family: int) -> Rung:
@@ -101,9 +103,11 @@ class Ladder:
                                        zip(batch, refused)))
             for p, build, refusal in zip(batch, builds, refused):
                 self.progress(f"{fam.name} {canon(p.knobs)}")
-                outcome = refusal or assess(self.harness, p.source, build)
-                cid = self._record(p, build, outcome)
-                sources[canon(p.knobs)] = (cid, p, build)
+                (cand,) = self.ledger.add([p])
+                if refusal is not None:
+                    self.ledger.reject(cand.id, refusal.log)
+                outcome = refusal or self.life.measure(cand, build).outcome
+                sources[canon(p.knobs)] = (cand, p, build)
                 records.append(Record(seq=len(records), family=fam.name, knobs=p.knobs, status=outcome.status,
                                       score=outcome.score, kept=False, source_hash=source_hash(p.source),
                                       log=outcome.log))
@@ -114,23 +118,9 @@ class Ladder:
             return rung
         top = self.harness.objective.best([r.score for r in passed])
         best = next(r for r in passed if r.score == top)
-        cid, proposal, build = sources[canon(best.knobs)]
+        cand, _, build = sources[canon(best.knobs)]
         self.progress(f"{fam.name}: final measurement of the best")
-        eval_id = self.ledger.begin(cid, "ladder")
-        final = assess(self.harness, proposal.source, build)
-        self.ledger.finish(eval_id, cid, "ladder", final)
-        rung.knobs, rung.outcome, rung.candidate_id = best.knobs, final, cid
+        final = self.life.measure(cand, build, EvalKind.ladder).outcome
+        rung.knobs, rung.outcome, rung.candidate_id = best.knobs, final, cand.id
         rung.build = build_facts(build)
         return rung
-
-    def _record(self, p: Proposal, build, outcome) -> int:
-        """The proposal as a candidate of the ladder's run, with its evaluation (or its refusal)."""
-        (cand,) = self.ledger.add([p])
-        if outcome.status == "rejected":
-            self.ledger.reject(cand.id, outcome.log)
-            return cand.id
-        eval_id = self.ledger.begin(cand.id, "benchmark")
-        self.ledger.finish(eval_id, cand.id, "benchmark", outcome,
-                           status="measured" if outcome.status == "ok" else outcome.status,
-                           build_id=self.ledger.record_build(build))
-        return cand.id

@@ -61,5 +61,5 @@ def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] =
         apply_override(config, assignment)
     campaign = validate(config, f"run {run_id} config", overrides)
     harness = registry.harness(config.get("harness", {}).get("name", DEFAULT_HARNESS))
-    harness = harness.for_config(config) if hasattr(harness, "for_config") else harness
+    harness = harness.for_config(config)
     return Recorded(run_id, config, fingerprint, campaign, harness)

@@ -15,7 +15,7 @@ from autodiscovery.campaign import (
     load,
     validate,
 )
-from autodiscovery.interfaces import Proposal
+from autodiscovery.interfaces import Profiler, Proposal
 from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
@@ -44,7 +44,7 @@ def prepare(campaign: Campaign, harness=None):
 def workers(harness) -> int:
     """Builds at once: `harness.build_workers`, else one per CPU, and never fewer than the devices the
     harness measures on (a pool's devices must not wait for their builds)."""
-    return harness.build_workers or max(os.cpu_count() or 2, getattr(harness, "parallel", 1))
+    return harness.build_workers or max(os.cpu_count() or 2, harness.parallel)
 
 
 def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Proposal]:
@@ -219,7 +219,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
             candidate_id, source = c.id, c.source
         campaign = recorded.campaign
     harness = harness or registry.harness(campaign.harness.name)(campaign)
-    if not hasattr(harness, "profile"):
+    if not isinstance(harness, Profiler):
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
     outcome = harness.profile(source, _built(harness, source, target))

@@ -1,0 +1,148 @@
+"""One candidate's way from proposed to decided, written once: screen, measure, decide. The loop's
+scheduler, resume and the ladder all go through it, and each step is a committed state (`ledger.py`):
+
+    proposed ──screen──▶ rejected
+        │
+        └──build──measure──▶ measured (or compile_error, incorrect, timeout, crashed)
+                                 │
+                                 └──decide──▶ kept / reverted
+
+`decide` asks the keep rule (`decide.judge`, a pure policy) and does what it rules: a head-to-head
+with the incumbent where it asks for one (`decide.settle` reads it), then, for a keep, the harness's
+sanitizer (its findings turn the keep into a revert); the decision is written last.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+from autodiscovery.campaign import Campaign
+from autodiscovery.interfaces import Harness, Outcome
+from autodiscovery.running.decide import Judgement, Ruling, judge, sanitized, settle
+from autodiscovery.running.evaluate import assess, screen
+from autodiscovery.running.ledger import FAILED, Ledger, score_of
+from autodiscovery.store import (
+    Candidate,
+    CandidateStatus,
+    EvalKind,
+    EvalStatus,
+    Verdict,
+)
+from autodiscovery.toolkit.build import BuildReport
+
+
+@dataclass
+class Measured:
+    """A candidate measured and recorded, waiting for its decision."""
+
+    candidate: Candidate
+    build: BuildReport | None
+    outcome: Outcome | None
+    """None in a dry run (built, never measured)."""
+
+
+@dataclass
+class Decided:
+    """A candidate's end and why: its verdict, or the status it ends with undecided (`rejected` before a
+    build, `built` in a dry run)."""
+
+    candidate: Candidate
+    outcome: Outcome | None
+    verdict: Verdict | CandidateStatus
+    reason: str
+
+
+@dataclass
+class Lifecycle:
+    ledger: Ledger
+    harness: Harness
+    campaign: Campaign
+    dry_run: bool = False
+    device: Callable[[], AbstractContextManager] = nullcontext
+    """Held around every use of a device (a measurement, a head-to-head, the sanitizer)."""
+
+    def screen(self, cand: Candidate) -> Decided | None:
+        """Refuse, before any build, a candidate whose launch cannot work for this problem (its end, as
+        `rejected`); None: it goes on."""
+        if (refused := screen(self.harness, cand.source)) is None:
+            return None
+        self.ledger.reject(cand.id, refused.log)
+        return Decided(cand, None, CandidateStatus.rejected, refused.log)
+
+    def measure(self, cand: Candidate, build: BuildReport, kind: EvalKind = EvalKind.benchmark) -> Measured:
+        """The candidate measured (a failed build is its own outcome) against the incumbent's score as the
+        bar, and recorded with the candidate's new status in one commit."""
+        build_id = self.ledger.record_build(build)
+        if not build.ok:
+            outcome = assess(self.harness, cand.source, build)
+            self.ledger.finish(None, cand.id, kind, outcome, status=CandidateStatus(outcome.status), build_id=build_id)
+            return Measured(cand, build, outcome)
+        if self.dry_run:
+            self.ledger.built(cand.id, build_id)
+            return Measured(cand, build, None)
+        inc = self.ledger.history().incumbent  # read before the write below: usually kept from the last step
+        bar = inc.score if inc is not None else None
+        eval_id = self.ledger.begin(cand.id, kind)
+        with self.device():
+            outcome = assess(self.harness, cand.source, build, bar)
+        status = CandidateStatus.measured if outcome.status == EvalStatus.ok else CandidateStatus(outcome.status)
+        self.ledger.finish(eval_id, cand.id, kind, outcome, status=status, build_id=build_id)
+        return Measured(cand, build, outcome)
+
+    def recovered(self, cand: Candidate) -> Measured | None:
+        """What an earlier process measured and did not decide, as `measure` would have handed it on."""
+        if cand.decision is not None or not (cand.status == CandidateStatus.measured or cand.status in FAILED):
+            return None
+        ev = cand.measurement
+        ok = ev.status == EvalStatus.ok
+        outcome = Outcome(ev.status, dict(ev.metrics), ev.log, ev.seconds, ev.device,
+                          self.harness.objective.read(ev.metrics) if ok else None)
+        return Measured(cand, self.harness.build(cand.source) if ok else None, outcome)
+
+    def decide(self, m: Measured) -> Decided:
+        """Keep or revert a measured candidate, against the incumbent of its turn; recorded before it
+        returns."""
+        cand, outcome = m.candidate, m.outcome
+        if outcome is None:
+            return Decided(cand, None, CandidateStatus.built, "compiled (dry run: not measured)")
+        objective, stop = self.harness.objective, self.campaign.stop
+        inc = self.ledger.incumbent()
+        judged = judge(outcome, score_of(inc, objective) if inc is not None else None, objective, stop)
+        if judged.ruling == Ruling.head_to_head:
+            judged = self._head_to_head(cand, m.build, inc)
+        verdict, reason = Verdict(judged.ruling), judged.reason
+        if verdict == Verdict.keep and (blocked := self._sanitize(cand, m.build)):
+            verdict, reason = Verdict.revert, blocked
+        self.ledger.decide(cand.id, inc.id if inc is not None else None, verdict, reason,
+                           measured=outcome.status == EvalStatus.ok)
+        return Decided(cand, outcome, verdict, reason)
+
+    def _head_to_head(self, cand: Candidate, build: BuildReport, inc: Candidate) -> Judgement:
+        incumbent = (inc.source, self.harness.build(inc.source))  # cached: built when it was measured
+        eval_id = self.ledger.begin(cand.id, EvalKind.head_to_head, inc.id)
+        with self.device():
+            h2h = self.harness.head_to_head((cand.source, build), incumbent)
+        self.ledger.finish(eval_id, cand.id, EvalKind.head_to_head, h2h, inc.id)
+        return settle(h2h, self.campaign.stop)
+
+    def _sanitize(self, cand: Candidate, build: BuildReport) -> str | None:
+        """A candidate about to be kept, under the harness's memory and race checker (compute-sanitizer),
+        recorded as an evaluation of its own (kind `sanitize`): why it may not be kept, or None."""
+        with self.device():
+            out = self.harness.sanitize(cand.source, build)
+        if out is not None:
+            self.ledger.finish(None, cand.id, EvalKind.sanitize, out)
+        return sanitized(out)
+
+
+class Devices:
+    """`parallel` devices as a count: a measurement, a head-to-head or a sanitizer run holds one."""
+
+    def __init__(self, parallel: int) -> None:
+        self.slots = threading.BoundedSemaphore(max(1, parallel))
+
+    def __call__(self) -> AbstractContextManager:
+        return self.slots
