@@ -34,6 +34,7 @@ from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_other
 from autodiscovery.agents.space import Family, Space, SpaceError
 from autodiscovery.campaign import Campaign, Strict
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
+from autodiscovery.store import CandidateStatus
 from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
@@ -206,7 +207,7 @@ class SearchAgent(AgentBase):
         tried = {(r.family, canon(r.knobs)) for r in history.records}
         if self._warm_left(tried):
             return True
-        pending = [r for r in history.records if r.status == "proposed"]
+        pending = [r for r in history.records if r.status == CandidateStatus.proposed]
         due = {tuple(f.name for f in self._due(history, rung)) for rung in
                {self._rung(history.incumbent), *(self._rung(r) for r in pending)}}
         if len(due) > 1:
@@ -234,7 +235,7 @@ class SearchAgent(AgentBase):
                 break
             out.append(self._structural(fam, history))
             tried.add((fam.name, canon(out[-1].knobs)))
-        if out and any(r.status == "proposed" for r in history.records):
+        if out and any(r.status == CandidateStatus.proposed for r in history.records):
             return out  # asked ahead (`ahead`): knob moves wait for the verdicts
         exhausted: set[str] = set()
         while len(self._valid(out)) < n:

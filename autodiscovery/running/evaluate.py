@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.interfaces import Harness, Outcome
+from autodiscovery.store import EvalStatus
 from autodiscovery.toolkit.build import BuildReport
 
 
@@ -13,7 +14,7 @@ def screen(harness: Harness, source: str) -> Outcome | None:
     try:
         harness.check(source)
     except AutoDiscoveryError as exc:
-        return Outcome("rejected", log=str(exc))
+        return Outcome(EvalStatus.rejected, log=str(exc))
     return None
 
 
@@ -21,7 +22,7 @@ def assess(harness: Harness, source: str, build: BuildReport, bar: float | None 
     """The outcome of a candidate already built (a failed build is its own outcome). With `bar` (the
     score to beat), the harness may screen: a short measurement that ends early when clearly below."""
     if not build.ok:
-        return Outcome("compile_error", log=build.log)
+        return Outcome(EvalStatus.compile_error, log=build.log)
     return harness.evaluate(source, build, bar)
 
 

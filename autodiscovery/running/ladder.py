@@ -18,7 +18,7 @@ from autodiscovery.interfaces import History, Proposal, Record
 from autodiscovery.running.evaluate import screen
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.running.lifecycle import Lifecycle
-from autodiscovery.store import EvalKind, RunStatus, Store
+from autodiscovery.store import EvalKind, EvalStatus, RunStatus, Store
 from autodiscovery.toolkit.text import canon, plural
 
 
@@ -39,7 +39,7 @@ class Rung:
         """The rung as a table and --json show it: the objective, its interval, the harness's columns."""
         from autodiscovery.interfaces import columns
 
-        m = self.outcome.metrics if self.outcome is not None and self.outcome.status == "ok" else {}
+        m = self.outcome.metrics if self.outcome is not None and self.outcome.status == EvalStatus.ok else {}
         b = self.build or {}
         low, high = harness.objective.bounds(m) or (None, None)
         spills = (b.get("spill_stores") or 0) + (b.get("spill_loads") or 0) if b.get("spill_stores") is not None \

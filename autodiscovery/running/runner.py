@@ -21,7 +21,7 @@ from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
 from autodiscovery.running.loop import Display, Loop, Quiet, Stop
 from autodiscovery.running.recorded import Recorded, RefError, open_run, parse
-from autodiscovery.store import Candidate, Evaluation, Run, Store
+from autodiscovery.store import Candidate, EvalKind, Evaluation, Run, Store
 from autodiscovery.store.models import utcnow
 from autodiscovery.toolkit.text import first_line
 
@@ -225,7 +225,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
     outcome = harness.profile(source, _built(harness, source, target))
     if candidate_id is not None:
         with store.session() as s:
-            s.add(Evaluation(candidate_id=candidate_id, kind="profile", status=outcome.status,
+            s.add(Evaluation(candidate_id=candidate_id, kind=EvalKind.profile, status=outcome.status,
                              metrics=outcome.metrics, log=outcome.log, device=outcome.device,
                              seconds=outcome.seconds))
     return target, outcome, harness

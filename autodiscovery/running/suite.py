@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
-from autodiscovery.store import Run, Store
+from autodiscovery.store import Run, RunStatus, Store
 from autodiscovery.store.models import utcnow
 from autodiscovery.toolkit.text import first_line, plural
 
@@ -78,7 +78,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
     with store.session() as s:
         run = Run.find(s, parent_id)
         campaign = validate(run.config, f"campaign of run {parent_id}")
-        run.status, run.stop_reason = "running", None
+        run.status, run.stop_reason = RunStatus.running, None
     entries = campaign.suite or []
     done = 0
     try:
@@ -91,7 +91,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
             if child_id is not None:
                 with store.session() as s:
                     status = Run.find(s, child_id).status
-                if status in ("finished", "failed"):
+                if status in (RunStatus.finished, RunStatus.failed):
                     done += 1
                     continue
                 with store.session() as s:
@@ -110,12 +110,12 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
             if not dry_run and i == 0:
                 _adopt_device(store, parent_id)
     except BaseException:
-        _close(store, parent_id, "interrupted", "interrupted")
+        _close(store, parent_id, RunStatus.interrupted, "interrupted")
         raise
     if stop.requested and done < len(entries):
-        _close(store, parent_id, "interrupted", f"stopped after {done} of {len(entries)} problems")
+        _close(store, parent_id, RunStatus.interrupted, f"stopped after {done} of {len(entries)} problems")
     else:
-        _close(store, parent_id, "finished", f"suite: {plural(len(entries), 'problem')} tuned")
+        _close(store, parent_id, RunStatus.finished, f"suite: {plural(len(entries), 'problem')} tuned")
     return parent_id
 
 
@@ -139,7 +139,7 @@ def _refused(store: Store, parent_id: int, child: Campaign, why: str) -> None:
     """A problem whose run could not begin, recorded as a failed run with the reason (the table says it)."""
     with store.session() as s:
         s.add(Run(campaign=child.name, agent=child.agent.kind, config=child.model_dump(mode="json"),
-                  fingerprint={}, status="failed", stop_reason=f"failed: the seed refuses the problem: {why}",
+                  fingerprint={}, status=RunStatus.failed, stop_reason=f"failed: the seed refuses the problem: {why}",
                   parent_id=parent_id))
 
 
@@ -153,7 +153,7 @@ def _adopt_device(store: Store, parent_id: int) -> None:
                                if k not in ("baseline", "best_lt", "problem")}
 
 
-def _close(store: Store, parent_id: int, status: str, reason: str) -> None:
+def _close(store: Store, parent_id: int, status: RunStatus, reason: str) -> None:
     with store.session() as s:
         run = Run.find(s, parent_id)
         kids = s.query(Run).filter(Run.parent_id == parent_id).all()
