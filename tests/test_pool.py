@@ -18,7 +18,7 @@ from sqlalchemy import select
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.llm import LlmAgent
 from autodiscovery.agents.search import SearchAgent
-from autodiscovery.review import report
+from autodiscovery.review import pool as pooling
 from autodiscovery.running.loop import Loop
 from autodiscovery.store import Candidate, Decision, Run, Store
 
@@ -104,10 +104,10 @@ def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path):
     assert [seq[i] for i in decided] == sorted(seq[i] for i in decided)  # in proposal order
     assert len(scores) >= 4 and scores == sorted(scores)
     # `show` tells the same from the recorded timestamps alone.
-    used = report.pool(store, run_id)
+    used = pooling.pool(store, run_id)
     assert used["devices"] == 8 and abs(used["busy"] - share) < 0.05, (used, share)
     assert used["busy"] + sum(used["idle"].values()) == pytest.approx(1.0, abs=0.02)
-    assert report.pool_text(used).startswith("pool: 8 at once over ")
+    assert pooling.pool_text(used).startswith("pool: 8 at once over ")
 
 
 def test_a_stop_with_measurements_in_flight_decides_them_and_loses_nothing(tmp_path):
@@ -154,7 +154,7 @@ def test_where_a_recorded_runs_time_went(tmp_path):
 
     db = tmp_path / "h100.db"
     shutil.copy(RECORDED, db)
-    used = report.pool(Store(db), 1)
+    used = pooling.pool(Store(db), 1)
     assert used["devices"] == 1 and 0.5 < used["busy"] <= 1.0
     assert used["head_to_head"] > 0 and used["busy"] == pytest.approx(used["benchmark"] + used["head_to_head"],
                                                                       abs=1e-3)
@@ -216,5 +216,5 @@ def test_the_devices_are_busy_while_proposals_and_builds_take_time(tmp_path, dev
     with store.session() as s:
         assert s.get(Run, run_id).stop_reason == f"budget spent: {candidates} candidates"
     assert share >= floor, (devices, share, wall)
-    used = report.pool(store, run_id)  # `show` tells the same from the recorded timestamps alone
+    used = pooling.pool(store, run_id)  # `show` tells the same from the recorded timestamps alone
     assert abs(used["busy"] - share) < 0.05, (used, share)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.cli import app
-from autodiscovery.review import report
+from autodiscovery.review import exports
 from autodiscovery.running import suite
 from autodiscovery.running.loop import Quiet, Stop
 from autodiscovery.store import Run, Store
@@ -87,7 +87,7 @@ def test_a_suite_resumes_where_it_stopped(tmp_path, seed):
             ("hopper-gemm/qkv 16", "finished"), ("hopper-gemm/qkv 2048", "interrupted")]
 
     suite.resume(1, [], store, Quiet(), Stop(), make_harness=lambda c: harness(c, None))
-    data = report.dispatch(store, 1)
+    data = exports.dispatch(store, 1)
     assert data["status"] == "finished"
     assert [(r["label"], r["run"]) for r in data["rows"]] == [("qkv 16", 2), ("qkv 2048", 3), ("ragged", 4)]
     assert all(r["score"] is not None for r in data["rows"][:2])

@@ -24,7 +24,8 @@ from autodiscovery.cli.common import (
     store,
     write,
 )
-from autodiscovery.review import display, report
+from autodiscovery.review import display, exports, report
+from autodiscovery.review import pool as pooling
 from autodiscovery.running import runner
 from autodiscovery.running.recorded import parse
 from autodiscovery.store import RunStatus
@@ -68,7 +69,7 @@ def show(
         data = report.show_run(db, run_id)
         table, extra = report.summary(db, run_id)
         calls = report.llm_summary(db, run_id)
-        used = report.pool(db, run_id)
+        used = pooling.pool(db, run_id)
         if as_json:
             return emit_json(data | {"harness": extra, "llm_summary": calls, "pool": used})
         if config:
@@ -77,7 +78,7 @@ def show(
             f"{report.tally_text(data)}")
         say(display.where(data["fingerprint"], harness, console.width))
         if used is not None:
-            say(report.pool_text(used))
+            say(pooling.pool_text(used))
         if data["config"].get("origin"):
             say(f"continues {data['config']['origin']} (its lineage: `{hint(f'lineage {run_id}', given)}`)")
         console.print(display.candidates_table(data["candidates"], harness))
@@ -168,7 +169,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
     from autodiscovery.running.suite import is_suite
 
     if is_suite(db, run_id):  # a suite's report is its dispatch table (each problem's run has its own)
-        data = report.dispatch(db, run_id)
+        data = exports.dispatch(db, run_id)
         if as_json:
             return emit_json({k: v for k, v in data.items() if k != "harness"})
         console.print(display.dispatch_table(data))
@@ -221,12 +222,12 @@ def export(run_ids: Annotated[list[int], typer.Argument(
     if library is not None:
         destination(library, folder=True)
         try:
-            table = report.library(store(db), run_ids, library)
+            table = exports.library(store(db), run_ids, library)
         except OSError as exc:
             raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
         say(f"wrote {library}/: {table['summary']}")
         return
-    source, meta = report.export(store(db), run_id)
+    source, meta = exports.export(store(db), run_id)
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
     state = meta["sanitized"]["state"]

@@ -26,7 +26,7 @@ from autodiscovery.cli.common import (
     say,
     store,
 )
-from autodiscovery.review import display, report
+from autodiscovery.review import display, exports, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
 from autodiscovery.toolkit.text import plural
@@ -165,7 +165,7 @@ def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_n
             run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
         else:
             run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)
-    console.print(display.dispatch_table(report.dispatch(db, run_id)))
+    console.print(display.dispatch_table(exports.dispatch(db, run_id)))
     summary = report.run_row(db, run_id)
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import math
 import re
 import statistics
 from datetime import datetime, timedelta, timezone
@@ -18,7 +17,7 @@ from autodiscovery.interfaces import HarnessBase, Objective, Section, columns
 from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.recorded import parse
-from autodiscovery.store import Build, Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
 from autodiscovery.store.models import database_of, utcnow
 
 UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
@@ -218,92 +217,6 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
     return rows
 
 
-def pool(store: Store, run_id: int) -> dict | None:
-    """Where the devices' time went, from the recorded timestamps (None before any measurement). The
-    devices: the GPUs the run was given, or the most measurements that ran at once (simulations).
-
-    A measurement occupies one device from its end (`created_at`) back by its `seconds`. The window runs
-    from the first start to the last end; a device idle in it is put down to what the run was waiting for
-    at that moment: no candidate proposed and not yet started (the agent), candidates proposed but still
-    compiling (builds: a build starts when its candidate is proposed), or neither (the loop itself:
-    dispatch, decisions)."""
-    with store.session() as s:
-        run = _run(s, run_id)
-        gpus = (run.fingerprint or {}).get("gpus")
-        evals = s.execute(select(Evaluation.candidate_id, Evaluation.kind, Evaluation.created_at, Evaluation.seconds)
-                          .join(Candidate, Evaluation.candidate_id == Candidate.id)
-                          .where(Candidate.run_id == run_id,
-                                 Evaluation.kind.in_(("benchmark", "head_to_head", "sanitize")),
-                                 Evaluation.status != "running", Evaluation.seconds > 0)).all()
-        cands = s.execute(select(Candidate.id, Candidate.created_at, Build.seconds)
-                          .outerjoin(Build, Candidate.build_id == Build.id).where(Candidate.run_id == run_id)).all()
-    spans = [(end.timestamp() - seconds, end.timestamp(), kind) for _, kind, end, seconds in evals]
-    starts: dict[int, float] = {}
-    for cand, kind, end, seconds in evals:
-        if kind == "benchmark":
-            starts[cand] = min(starts.get(cand, math.inf), end.timestamp() - seconds)
-    waiting = []
-    for cand, created, build_s in cands:
-        if cand in starts:
-            built = created.timestamp() + (build_s or 0.0)
-            waiting.append((created.timestamp(), min(built, starts[cand]), starts[cand]))
-    if not spans:
-        return None
-    if isinstance(gpus, list) and gpus:
-        devices = len(gpus)
-    else:  # the most at once for half a second or more (an end is recorded a moment after it happens)
-        devices, now, steps = 1, 0, sorted([(a, 1) for a, *_ in spans] + [(b, -1) for _, b, *_ in spans])
-        for (t, step), (t_next, _) in zip(steps, steps[1:]):
-            now += step
-            if t_next - t >= 0.5:
-                devices = max(devices, now)
-    t0, t1 = min(a for a, *_ in spans), max(b for _, b, *_ in spans)
-    window = max(t1 - t0, 1e-9)
-    edges = sorted({t0, t1, *(t for a, b, *_ in spans for t in (a, b)),
-                    *(min(max(t, t0), t1) for w in waiting for t in w)})
-    # One sweep over the edges: how many measurements run, candidates wait, and waiting ones are built,
-    # in each interval between two edges (each count kept as its changes at the edges).
-    index = {t: i for i, t in enumerate(edges)}
-
-    def at(t: float) -> int:
-        return index[min(max(t, t0), t1)]
-
-    running, ready, built = ([0] * len(edges) for _ in range(3))
-    for a, b, *_ in spans:
-        running[index[a]] += 1
-        running[index[b]] -= 1
-    for proposed, done, start in waiting:  # waiting from its proposal to its start; built from `done` on
-        for counts, since in ((ready, proposed), (built, max(proposed, done))):
-            if at(since) < at(start):
-                counts[at(since)] += 1
-                counts[at(start)] -= 1
-    idle = {"proposal": 0.0, "build": 0.0, "loop": 0.0}
-    busy = waits = ready_built = 0
-    for i, (a, b) in enumerate(zip(edges, edges[1:])):
-        busy, waits, ready_built = busy + running[i], waits + ready[i], ready_built + built[i]
-        free = max(0, devices - busy)
-        if free:
-            cause = "proposal" if not waits else "loop" if ready_built else "build"
-            idle[cause] += free * (b - a)
-    total = devices * window
-    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total
-             for k in ("benchmark", "head_to_head", "sanitize")}
-    return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
-            **{k: round(v, 4) for k, v in share.items()},
-            "idle": {k: round(v / total, 4) for k, v in idle.items()}}
-
-
-def pool_text(p: dict) -> str:
-    """'pool: 8 at once over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
-    proposals 5%, builds 1%, the loop 2%' (and the share of sanitize runs beside the head-to-heads, where a
-    run had some)."""
-    idle = p["idle"]
-    return (f"pool: {p['devices']} at once over {p['window_s']:.0f} s, busy "
-            f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}"
-            + (f", sanitize {p['sanitize']:.0%}" if p.get("sanitize") else "") + "); idle: "
-            f"waiting for proposals {idle['proposal']:.0%}, builds {idle['build']:.0%}, the loop {idle['loop']:.0%}")
-
-
 def sections(store: Store, run_id: int) -> tuple[list[Section], dict | None]:
     """What the run's harness adds to a report: (its tables, their data or None)."""
     with store.session() as s:
@@ -402,101 +315,3 @@ def diff(store: Store, a: str, b: str) -> dict:
             "knobs_changed": changed, "diff": text,
             "lines_added": sum(1 for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")),
             "lines_removed": sum(1 for ln in text.splitlines() if ln.startswith("-") and not ln.startswith("---"))}
-
-
-def export(store: Store, run_id: int) -> tuple[str, dict]:
-    """The best kernel's source (its manifest rides in it) and a summary of where it came from."""
-    with store.session() as s:
-        run = _run(s, run_id)
-        if run.best is None:
-            raise NotFound(f"run {run_id} has no kept candidate to export")
-        return run.best.source, candidate_row(run.best, harness_of(run)) | {
-            "run": run_id, "campaign": run.campaign, "device": run.fingerprint.get("gpu"),
-            "sanitized": sanitized(run.best)}
-
-
-def sanitized(cand: Candidate) -> dict:
-    """Whether a candidate ran under compute-sanitizer before it was kept, and what that found: `clean`,
-    `findings`, `timeout`, or `never` (kept where no sanitizer ran, or before the harness had one)."""
-    evs = [e for e in cand.evaluations if e.kind == "sanitize" and e.status not in ("running", "interrupted")]
-    if not evs:
-        return {"state": "never"}
-    last = evs[-1]
-    state = {"ok": "clean", "incorrect": "findings"}.get(last.status, last.status)
-    return {"state": state, "tools": (last.metrics or {}).get("tools", {}),
-            "findings": (last.metrics or {}).get("findings", [])}
-
-
-def dispatch(store: Store, run_id: int) -> dict:
-    """A suite's dispatch table: for each of its problems, in the suite's order, the run that tuned it
-    and that run's best (its objective, interval, the harness's suite figures), or why there is none."""
-    from autodiscovery.campaign import validate
-    from autodiscovery.running.suite import runs_of
-
-    with store.session() as s:
-        parent = _run(s, run_id)
-        if not (parent.config or {}).get("suite"):
-            raise NotFound(f"run {run_id} is not a suite (its campaign names no `suite:`)")
-        harness = harness_of(parent)
-        kids = runs_of(s, parent)
-        campaign = validate(parent.config, f"campaign of run {run_id}")
-        rows = []
-        for entry in campaign.suite:
-            child, problem = kids.get(entry.label), campaign.entry(entry).problem
-            row = {"label": entry.label, "problem": problem.model_dump(mode="json"), "shape": problem.describe(),
-                   "run": None, "status": "not yet run", "stop_reason": None, "best_seq": None, "family": None,
-                   "knobs": {}, "score": None, "score_text": "–", "ci_low": None, "ci_high": None, "figures": {},
-                   "evaluated": 0, "elapsed_s": 0.0}
-            if child is not None:
-                row |= {"run": child.id, "status": child.status, "stop_reason": child.stop_reason,
-                        "evaluated": tally(c.status for c in child.candidates)["evaluated"],
-                        "elapsed_s": child.elapsed_s}
-                if child.best is not None:
-                    m = _metrics(child.best, harness)
-                    row |= {"best_seq": child.best.seq, "family": child.best.family, "knobs": dict(child.best.knobs),
-                            **{k: m[k] for k in ("score", "score_text", "ci_low", "ci_high")},
-                            "figures": {k: v for k, v in m["figures"].items()
-                                        if k in {c.key for c in columns(harness, "suite")}}}
-            rows.append(row)
-        return {"run": run_id, "campaign": parent.campaign, "status": parent.status, "stop_reason": parent.stop_reason,
-                "device": parent.fingerprint.get("gpu"), "objective": harness.objective.name, "harness": harness,
-                "rows": rows}
-
-
-def library(store: Store, run_ids: list[int], folder) -> dict:
-    """The best kernel of each run, or of each problem of a suite, written as a library by their harness;
-    from several runs or suites, the better of a shape tuned in more than one."""
-    from autodiscovery.campaign import validate
-    from autodiscovery.running.suite import runs_of
-
-    run_ids = list(dict.fromkeys(run_ids))
-    items, harness, named = [], None, None
-    with store.session() as s:
-        for run_id in run_ids:
-            parent = _run(s, run_id)
-            runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
-            this = harness_of(parent)
-            if not hasattr(this, "export_library"):
-                raise NotFound(f"run {run_id}: the {this.name} harness does not write libraries")
-            if harness is not None and this.name != harness.name:
-                raise NotFound(f"run {run_id} was measured by the {this.name} harness and run {named} by "
-                               f"{harness.name}: a library holds one harness's kernels")
-            harness, named = this, run_id
-            for label, run in runs.items():
-                if run.best is None:
-                    continue
-                m = _metrics(run.best, harness)
-                items.append({"run": run.id, "seq": run.best.seq, "label": label,
-                              "campaign": validate(run.config, f"campaign of run {run.id}"),
-                              "fingerprint": run.fingerprint, "source": run.best.source,
-                              "family": run.best.family, "knobs": dict(run.best.knobs),
-                              "score": m["score"], "figures": m["figures"], "sanitized": sanitized(run.best)})
-        if not items:
-            which = f"run {run_ids[0]} has" if len(run_ids) == 1 else f"runs {', '.join(map(str, run_ids))} have"
-            raise NotFound(f"{which} no kept kernel to export")
-    table = harness.export_library(items, folder)
-    never = [f"{i['label']} (run {i['run']} #{i['seq']})" for i in items if i["sanitized"]["state"] != "clean"]
-    if never and isinstance(table, dict) and "summary" in table:
-        table["summary"] += (f"; {len(never)} of {len(items)} never sanitized clean before they were kept: "
-                             + ", ".join(never[:6]) + (", ..." if len(never) > 6 else ""))
-    return table

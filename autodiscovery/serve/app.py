@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from autodiscovery.review import html as report_html
-from autodiscovery.review import report
+from autodiscovery.review import exports, report
 from autodiscovery.review.report import NotFound
 from autodiscovery.serve import views
 from autodiscovery.serve.secrets import Redactor
@@ -91,7 +91,7 @@ class Pages:
         return self.page("run.html.j2", **self._run_context(run_id, page, state), **polling)
 
     def _suite_context(self, run_id: int) -> dict:
-        dispatch = report.dispatch(self.store, run_id)
+        dispatch = exports.dispatch(self.store, run_id)
         return {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id), "dispatch": dispatch,
                 "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
 

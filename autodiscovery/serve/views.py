@@ -16,6 +16,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import selectinload
 
 from autodiscovery.campaign import Budget, StopRules
+from autodiscovery.review import pool as pooling
 from autodiscovery.review import report
 from autodiscovery.review.report import NotFound
 from autodiscovery.running.ledger import score_of
@@ -182,7 +183,7 @@ def live(store: Store, run_id: int) -> dict:
         counts = dict(s.execute(select(Candidate.status, func.count()).where(Candidate.run_id.in_(runs))
                                 .group_by(Candidate.status)).all())
     calls = report.llm_summary(store, run_id)
-    pool = report.pool(store, run_id)
+    pool = pooling.pool(store, run_id)
     llm = None
     if calls:
         costs = [c["cost"] for c in calls if c["cost"] is not None]
@@ -194,7 +195,7 @@ def live(store: Store, run_id: int) -> dict:
     return head | {"tally": report.tally_text(tally), "counts": counts, "best": best,
                    "best_summary": report.summary_text(harness, best or {}),
                    "stops": {"rules": [], "nearest": None} if head["is_suite"] else stop_rules(store, run_id),
-                   "pool": report.pool_text(pool) if pool else None, "llm": llm}
+                   "pool": pooling.pool_text(pool) if pool else None, "llm": llm}
 
 
 def candidates_page(store: Store, run_id: int, page: int) -> dict:
