@@ -1,4 +1,4 @@
-// expect: incorrect: relative error .* over the float32 tolerance .*\(ties draw\)
+// expect: incorrect: relative error .* over the tolerance .*\(ties draw\)
 /* @manifest
 launches:
   - kernel: rowsum

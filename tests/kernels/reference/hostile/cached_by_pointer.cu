@@ -1,4 +1,4 @@
-// expect: incorrect: relative error .* over the float32 tolerance .*\(normal draw\)
+// expect: incorrect: relative error .* over the tolerance .*\(normal draw\)
 /* @manifest
 launches:
   - kernel: rowsum

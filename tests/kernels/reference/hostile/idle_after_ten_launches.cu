@@ -1,4 +1,4 @@
-// expect: incorrect: relative error .* over the float32 tolerance .*\(own draw\)
+// expect: incorrect: relative error .* over the tolerance .*\(own draw\)
 /* @manifest
 launches:
   - kernel: rowsum
