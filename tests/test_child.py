@@ -45,8 +45,8 @@ def test_an_exception_the_worker_knows_is_its_status_any_other_a_crash_with_its_
     assert crashed.log.startswith("the GPU reported a fault\nRuntimeError: CUDA_ERROR_ILLEGAL_ADDRESS\nTraceback")
 
 
-@pytest.mark.parametrize("job, why", [({"do": "exit", "code": 3}, "exit code 3"), ({"do": "exit", "code": 0}, "exit code 0"),
-                                      ({"do": "kill"}, "signal 9")])
+@pytest.mark.parametrize("job, why", [({"do": "exit", "code": 3}, "exit code 3"),
+                                      ({"do": "exit", "code": 0}, "exit code 0"), ({"do": "kill"}, "signal 9")])
 def test_a_child_that_ends_without_a_result_crashed(job, why):
     out = run(job)
     assert out.status == EvalStatus.crashed and out.metrics == {}
