@@ -122,12 +122,7 @@ def _version(v: int, cublas: bool = False) -> str:
 
 def benchmark(job: dict) -> dict:
     from autodiscovery.toolkit.stats import summarize_ratio
-    from harnesses.hopper_gemm.gpu import (
-        Kernel,
-        LaunchRefused,
-        PowerSampler,
-        device_info,
-    )
+    from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
     from harnesses.hopper_gemm.measure import (
         GATE_PHASES,
         Bench,
@@ -136,6 +131,7 @@ def benchmark(job: dict) -> dict:
         elapsed,
         failure,
     )
+    from harnesses.hopper_gemm.power import PowerSampler
 
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
