@@ -94,6 +94,7 @@ def read_result(path: Path) -> dict:
 
 # ---- the child's side -------------------------------------------------------------------------------
 def result(status: str, log: str = "", metrics: dict | None = None) -> dict:
+    """A result as a worker writes it."""
     return {"status": status, "metrics": metrics or {}, "log": log}
 
 
