@@ -15,7 +15,8 @@ from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
-from autodiscovery.toolkit.preflight import HarnessError, driver, toolchain
+from autodiscovery.toolkit import preflight as host
+from autodiscovery.toolkit.preflight import HarnessError
 from autodiscovery.toolkit.text import first_line
 from harnesses.hopper_gemm import report
 from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError
@@ -79,10 +80,10 @@ class HopperGemmHarness(HarnessBase):
     def preflight(self, need_gpu: bool = True) -> dict:
         """The fingerprint of where the run happens; raises HarnessError naming what is missing."""
         s = self.settings
-        fp = toolchain(s.nvcc, s.arch)
+        fp = host.toolchain(s.nvcc, s.arch)
         if not need_gpu:
             return fp
-        driver("an H100/H200", s.nvcc, s.sanitize)
+        host.driver("an H100/H200", s.nvcc, s.sanitize)
         gpus = choose(s.gpus, self._child) if s.gpus is not None else None
         job = {"mode": "fingerprint", "baseline": s.baseline, "both": s.both_baselines, "shape": list(self.shape),
                "helpers": self.helpers()}

@@ -20,9 +20,10 @@ from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
+from autodiscovery.toolkit import preflight as host
 from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
-from autodiscovery.toolkit.preflight import HarnessError, driver, toolchain
+from autodiscovery.toolkit.preflight import HarnessError
 from autodiscovery.toolkit.text import first_line
 from harnesses.reference import manifest, problem, report
 from harnesses.reference.problem import PROBLEM_FAILED
@@ -77,10 +78,10 @@ class ReferenceHarness(HarnessBase):
     # ---- before anything runs -------------------------------------------------------------
     def preflight(self, need_gpu: bool = True) -> dict:
         s = self.settings
-        fp = toolchain(s.nvcc, s.arch)
+        fp = host.toolchain(s.nvcc, s.arch)
         if not need_gpu:
             return fp
-        driver("a GPU", s.nvcc, s.sanitize)
+        host.driver("a GPU", s.nvcc, s.sanitize)
         out = self._child({"mode": "probe"}, timeout_s=max(s.timeout_s, 300))
         if out.status == PROBLEM_FAILED:
             raise HarnessError(out.log)
