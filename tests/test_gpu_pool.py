@@ -48,9 +48,9 @@ class Gpus:
 def harness(monkeypatch, gpus: Gpus, setting) -> HopperGemmHarness:
     h = HopperGemmHarness(campaigns.load("hopper-gemm", [f"harness.gpus={setting}"]))
     monkeypatch.setattr(h, "_child", gpus.child)
-    monkeypatch.setattr("harnesses.hopper_gemm.nvcc_version", lambda nvcc: "nvcc 13.0.88")
+    monkeypatch.setattr("autodiscovery.toolkit.nvcc.version", lambda nvcc: "nvcc 13.0.88")
     monkeypatch.setattr("ctypes.CDLL", lambda name: None)
-    monkeypatch.setattr("harnesses.hopper_gemm.sanitizer.locate", lambda nvcc: "/usr/local/cuda/bin/compute-sanitizer")
+    monkeypatch.setattr("autodiscovery.toolkit.sanitize.locate", lambda nvcc: "/usr/local/cuda/bin/compute-sanitizer")
     h._helpers = "helpers.cubin"
     return h
 
@@ -79,7 +79,7 @@ def test_a_gpu_that_stops_answering_leaves_the_pool_and_the_run_goes_on(monkeypa
     h.preflight()
     outs = [h.evaluate(SEED, BUILD) for _ in range(4)]
     assert all(o.status == "ok" for o in outs), [o.log for o in outs]
-    assert list(h.lost) == [1] and h.parallel == 1
+    assert list(h.pool.lost) == [1] and h.parallel == 1
     redone = next(o for o in outs if "GPU 1 stopped answering" in o.log)
     assert redone.metrics["gpu_index"] == 0  # evaluated again on the GPU that answers
     assert all(g == 0 for g, *_ in gpus.ran[2:])

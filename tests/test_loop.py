@@ -191,7 +191,7 @@ def test_live_display_renders_a_run(campaign, store):
 
     from rich.console import Console
 
-    from autodiscovery.review.display import LiveDisplay
+    from autodiscovery.review.live import LiveDisplay
 
     out = io.StringIO()
     loop, _ = make_loop(campaign, store)

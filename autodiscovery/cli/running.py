@@ -26,7 +26,7 @@ from autodiscovery.cli.common import (
     say,
     store,
 )
-from autodiscovery.review import display, exports, report
+from autodiscovery.review import display, exports, live, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
 from autodiscovery.toolkit.text import plural
@@ -85,7 +85,7 @@ def run(
     if resume is None and from_ is None:  # validated before anything is opened, and only once
         loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
     given, db = db, store(db, create=True)
-    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    view = runner.Quiet() if quiet else live.LiveDisplay(console)
     stop, started = Stop(), []
 
     def on_interrupt(signum, frame):  # the first Ctrl-C asks for a safe stop, the second stops at once
@@ -158,7 +158,7 @@ def _saved(started: list[int], what: str, previous, given: str | None = None):
 def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous,
            given=None) -> None:
     """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
-    view = runner.Quiet() if quiet else display.LiveDisplay(console)
+    view = runner.Quiet() if quiet else live.LiveDisplay(console)
     with _saved(started, "suite", previous, given), console.status("suite") if quiet else contextlib.nullcontext() as status:
         progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
         if resume is None:

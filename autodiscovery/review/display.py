@@ -1,25 +1,14 @@
-"""Rich output: the live view of a run, and the tables of `runs`, `show`, `lineage`, `diff`, `measure`,
-`replay` and `ladder`. Every table speaks in the harness's objective (its name, format and interval) and
-shows the harness's own columns where they ask to be (`interfaces.Column.views`)."""
+"""Rich output: the tables of `runs`, `show`, `lineage`, `diff`, `measure`, `replay` and `ladder` (the live
+view of a run is `live.py`'s). Every table speaks in the harness's objective (its name, format and
+interval) and shows the harness's own columns where they ask to be (`interfaces.Column.views`)."""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group
-from rich.live import Live
+from rich.console import Group
 from rich.markup import escape
-from rich.panel import Panel
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -49,89 +38,6 @@ def figure_cells(harness: Any, view: str, figures: dict, after: bool) -> list[st
 
 def figure_heads(harness: Any, view: str, after: bool, suffix: str = "") -> list[str]:
     return [c.label + suffix for c in columns(harness, view, after)]
-
-
-class LiveDisplay:
-    """The live view of `autodiscovery run`: progress, the best so far, the latest candidates. Its
-    updates may come from several threads (decisions are made beside the loop on several devices)."""
-
-    def __init__(self, console: Console | None = None, rows: int = 12) -> None:
-        self.console = console or Console()
-        self.lock = threading.RLock()
-        self.rows: list[tuple] = []
-        self.max_rows = rows
-        self.best = "–"
-        self.note = ""
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=self.console)
-        self.task = None
-        self.live: Live | None = None
-        self.harness: Any = None
-
-    def _render(self) -> Group:
-        table = Table(expand=True, show_edge=False)
-        heads = ["#", "family", "hypothesis", "verdict", *figure_heads(self.harness, "live", False),
-                 self.harness.objective.name, *figure_heads(self.harness, "live", True), "regs"]
-        for col in heads:
-            table.add_column(col, overflow="ellipsis", no_wrap=col != "hypothesis",
-                             ratio=4 if col == "hypothesis" else None)
-        for row in self.rows[-self.max_rows:]:
-            table.add_row(*row)
-        header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
-        return Group(header, self.progress, table)
-
-    def started(self, run: Any, campaign: Any, harness: Any) -> None:
-        self.harness = harness
-        self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
-        self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
-        done = sum(c.status != "proposed" for c in run.candidates)
-        self.progress.update(self.task, completed=done)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
-        self.live.start()
-
-    def building(self, seqs: list[int]) -> None:
-        with self.lock:
-            self._building(seqs)
-
-    def _building(self, seqs: list[int]) -> None:
-        self.note = f"building {', '.join(f'#{s}' for s in seqs)} ({time.strftime('%H:%M:%S')})"
-        self._refresh()
-
-    def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
-        with self.lock:
-            self._finished(cand, outcome, verdict, reason, best)
-
-    def _finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
-        from autodiscovery.running.ledger import build_facts
-
-        objective = self.harness.objective
-        metrics = outcome.metrics if outcome is not None and outcome.status == "ok" else {}
-        build = build_facts(cand.build)
-        figures = {c.key: c.value(metrics, build) for c in columns(self.harness, "live")}
-        score = outcome.score if outcome is not None and outcome.status == "ok" else None
-        status = cand.status
-        style = STATUS_STYLE.get(status, "")
-        self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",
-                          *figure_cells(self.harness, "live", figures, False),
-                          objective.format(score) if score is not None else "–",
-                          *figure_cells(self.harness, "live", figures, True), fmt(build.get("registers"), "d")))
-        if self.task is not None:
-            self.progress.advance(self.task)
-        if best is not None and best.score is not None:
-            self.best = f"#{best.seq} {best.family or ''} {objective.format(best.score)}"
-        self.note = f"last: #{cand.seq} {status}: {reason[:90]}"
-        self._refresh()
-
-    def stopped(self, reason: str) -> None:
-        with self.lock:
-            self.note = f"stopped: {reason}"
-            self._refresh()
-            if self.live:
-                self.live.stop()
-
-    def _refresh(self) -> None:
-        if self.live:
-            self.live.update(self._render())
 
 
 def runs_table(rows: list[dict]) -> Table:

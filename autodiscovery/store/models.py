@@ -5,12 +5,19 @@ The schema itself is created by the named migrations in `migrations.py`; these m
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from autodiscovery.status import (  # noqa: F401  (named here too: the store's users import them from it)
+    CandidateStatus,
+    EvalKind,
+    EvalStatus,
+    RunStatus,
+    Verdict,
+)
 
 
 def utcnow() -> datetime:
@@ -19,51 +26,6 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     pass
-
-
-class RunStatus(enum.StrEnum):
-    running = "running"
-    finished = "finished"
-    interrupted = "interrupted"
-    failed = "failed"
-
-
-class CandidateStatus(enum.StrEnum):
-    proposed = "proposed"  # recorded, not yet evaluated
-    rejected = "rejected"  # refused before compiling (constraint, manifest, shape)
-    compile_error = "compile_error"
-    incorrect = "incorrect"
-    timeout = "timeout"
-    crashed = "crashed"
-    measured = "measured"  # passed the gate and was timed; awaiting its decision
-    kept = "kept"
-    reverted = "reverted"
-    built = "built"  # dry runs: compiled, never measured
-
-
-class EvalStatus(enum.StrEnum):
-    running = "running"  # begun, not finished: a run that stops here redoes it on resume
-    interrupted = "interrupted"  # cut off by the run stopping; done again
-    ok = "ok"
-    compile_error = "compile_error"
-    incorrect = "incorrect"
-    timeout = "timeout"
-    crashed = "crashed"
-    rejected = "rejected"
-
-
-class EvalKind(enum.StrEnum):
-    check = "check"  # a refusal before any build
-    benchmark = "benchmark"  # the candidate's own measurement
-    head_to_head = "head_to_head"  # against the incumbent, before a keep
-    sanitize = "sanitize"  # under the memory and race checker, before a keep
-    ladder = "ladder"  # the final measurement of a family's best (`ladder`)
-    profile = "profile"  # the harness's profiler (`profile`)
-
-
-class Verdict(enum.StrEnum):
-    keep = "keep"
-    revert = "revert"
 
 
 def database_of(session: Session) -> str:

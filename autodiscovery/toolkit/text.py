@@ -19,3 +19,8 @@ def canon(knobs: dict[str, Any]) -> str:
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """'1 candidate', '3 candidates' ('1 tuned shape', '2 tuned shapes'; `many` where +s is wrong)."""
     return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+def tail(text: str | None, lines: int = 40) -> str:
+    """The last `lines` lines of a process's output, stripped: where a failure says what it was."""
+    return "\n".join((text or "").strip().splitlines()[-lines:])

@@ -6,46 +6,31 @@ process (`worker.py`) under a hard timeout, so a hang or a crash costs the child
 
 from __future__ import annotations
 
-import ctypes
-import json
-import os
-import queue
-import sys
 import tempfile
 from pathlib import Path
 
-from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery import ROOT
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
+from autodiscovery.status import EvalStatus
+from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
-from autodiscovery.toolkit import sandbox
-from autodiscovery.toolkit import sanitize as sanitizer
-from autodiscovery.toolkit.proc import run_child
+from autodiscovery.toolkit import preflight as host
+from autodiscovery.toolkit.preflight import HarnessError
 from autodiscovery.toolkit.text import first_line
 from harnesses.hopper_gemm import report
-from harnesses.hopper_gemm.build import (
-    Builder,
-    BuildReport,
-    ToolchainError,
-    nvcc_version,
-)
+from harnesses.hopper_gemm.build import Builder, BuildReport, ToolchainError
 from harnesses.hopper_gemm.fit import Fit
 from harnesses.hopper_gemm.fit import fit as shape_fit
 from harnesses.hopper_gemm.manifest import Launch, ManifestError, parse, resolve
+from harnesses.hopper_gemm.pool import DeviceLost, GpuPool, choose, where
 from harnesses.hopper_gemm.settings import Problem, Settings, relative_tolerance
 
-__all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "ManifestError", "ToolchainError"]
+__all__ = ["HopperGemmHarness", "Outcome", "HarnessError", "DeviceLost", "ManifestError", "ToolchainError"]
 
 
 HELPERS = Path(__file__).with_name("bench_kernels.cu")
-
-
-class HarnessError(AutoDiscoveryError):
-    pass
-
-
-class DeviceLost(HarnessError):
-    """The GPU stopped answering: no evaluation can be trusted until it is back."""
+WORKER = "harnesses.hopper_gemm.worker"
 
 
 class HopperGemmHarness(HarnessBase):
@@ -71,27 +56,21 @@ class HopperGemmHarness(HarnessBase):
         self.baseline: dict = {"kind": self.settings.baseline}
         self.best_lt: dict | None = None
         self._helpers: str | None = None
-        self.gpus: list[int] | None = None
-        """The GPU indices evaluations are pinned to, one at a time each (None: the default device)."""
-        self.lost: dict[int, str] = {}
-        """GPUs taken out of the pool, and why."""
-        self._free: queue.Queue[int] = queue.Queue()
+        self.pool = GpuPool()
+        """The GPUs evaluations are pinned to (`pool.py`); none: the default device."""
 
     def __getstate__(self) -> dict:
         """Shipped to another process (a Ray task): the pool stays here; there, the GPU is the one the
         process was given."""
-        state = dict(self.__dict__)
-        state["_free"], state["gpus"], state["lost"] = None, None, {}
-        return state
+        return dict(self.__dict__) | {"pool": None}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._free = queue.Queue()
+        self.__dict__.update(state, pool=GpuPool())
 
     @property
     def parallel(self) -> int:
         """Evaluations at once: one per GPU of the pool still answering."""
-        return max(1, len(self.gpus or []) - len(self.lost))
+        return self.pool.parallel
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -100,81 +79,25 @@ class HopperGemmHarness(HarnessBase):
     # ---- before anything runs -------------------------------------------------------------
     def preflight(self, need_gpu: bool = True) -> dict:
         """The fingerprint of where the run happens; raises HarnessError naming what is missing."""
-        try:
-            fp = {"nvcc": nvcc_version(self.settings.nvcc), "arch": self.settings.arch}
-        except ToolchainError as exc:
-            raise HarnessError(str(exc)) from None
+        s = self.settings
+        fp = host.toolchain(s.nvcc, s.arch)
         if not need_gpu:
             return fp
-        try:
-            ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs an "
-                               "H100/H200 with its driver") from None
-        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
-            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
-                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
-        gpus = self._choose() if self.settings.gpus is not None else None
-        job = {"mode": "fingerprint", "baseline": self.settings.baseline, "both": self.settings.both_baselines,
-               "shape": list(self.shape), "helpers": self.helpers()}
+        host.driver("an H100/H200", s.nvcc, s.sanitize)
+        gpus = choose(s.gpus, self._child) if s.gpus is not None else None
+        job = {"mode": "fingerprint", "baseline": s.baseline, "both": s.both_baselines, "shape": list(self.shape),
+               "helpers": self.helpers()}
         out = self._child(job, timeout_s=180, gpu=gpus[0] if gpus else None)
-        if out.status != "ok":
-            raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
+        if out.status != EvalStatus.ok:
+            raise HarnessError(f"no usable NVIDIA GPU: {first_line(out.log) or 'unknown error'}")
         fp |= {k: v for k, v in out.metrics.items() if k not in ("eval_wall_s", "device")}
         if not str(fp.get("cc", "")).startswith("9."):
             raise HarnessError(f"hopper_gemm needs a Hopper GPU (sm_90a); found {fp.get('gpu')} (cc {fp.get('cc')})")
         if gpus:
-            self._pool(gpus, fp)
+            self.pool = GpuPool.of(gpus, fp, self._child)
             fp["gpus"] = gpus
         self.adopt(fp)
         return fp
-
-    def _choose(self) -> list[int]:
-        """The indices `harness.gpus` names, checked against the GPUs this machine has."""
-        out = self._child({"mode": "count"}, timeout_s=120)
-        if out.status != "ok":
-            raise HarnessError(f"no usable NVIDIA GPU: {_first_line(out.log)}")
-        have, want = out.metrics["device_count"], self.settings.gpus
-        if want == "all":
-            return list(range(have))
-        chosen = list(range(want)) if isinstance(want, int) else list(want)
-        if max(chosen) >= have:
-            raise HarnessError(f"harness.gpus asks for GPU {max(chosen)}, this machine has {have} "
-                               f"(indices 0 to {have - 1})")
-        return chosen
-
-    def _pool(self, gpus: list[int], fp: dict) -> None:
-        """Every GPU of the pool must be the model the run is measured on: a run mixes no devices."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(len(gpus)) as ex:
-            outs = list(ex.map(lambda g: self._child({"mode": "fingerprint"}, timeout_s=180, gpu=g), gpus))
-        for g, o in zip(gpus, outs):
-            if o.status != "ok":
-                raise HarnessError(f"GPU {g} does not answer: {_first_line(o.log)}")
-            if (o.metrics.get("gpu"), o.metrics.get("sms")) != (fp.get("gpu"), fp.get("sms")):
-                raise HarnessError(f"harness.gpus mixes GPU models: GPU {gpus[0]} is {fp.get('gpu')}, GPU {g} is "
-                                   f"{o.metrics.get('gpu')}; a run is measured on one model (name the same ones)")
-        self.gpus, self.lost = list(gpus), {}
-        self._free = queue.Queue()
-        for g in gpus:
-            self._free.put(g)
-
-    def _some_left(self) -> None:
-        if len(self.lost) == len(self.gpus):
-            raise DeviceLost("every GPU of harness.gpus stopped answering: "
-                             + "; ".join(f"GPU {g}: {why}" for g, why in self.lost.items()))
-
-    def _take(self) -> int | None:
-        """A free GPU of the pool (waiting for one), or None when there is no pool."""
-        if not self.gpus:
-            return None
-        while True:
-            self._some_left()
-            try:
-                return self._free.get(timeout=1.0)
-            except queue.Empty:
-                continue
 
     def adopt(self, fingerprint: dict) -> None:
         """Take the device facts and the baseline choice of a recorded fingerprint."""
@@ -191,15 +114,16 @@ class HopperGemmHarness(HarnessBase):
         if self._helpers is None:
             report = self.builder.build(HELPERS.read_text())
             if not report.ok:
-                raise HarnessError(f"the harness's own kernels do not build: {_first_line(report.log)}")
+                why = first_line(report.log) or "unknown error"
+                raise HarnessError(f"the harness's own kernels do not build: {why}")
             self._helpers = report.artifact
         return self._helpers
 
     def healthy(self, gpu: int | None = None) -> str | None:
         """None if the GPU still answers; else why not (after a crash or a timeout)."""
         out = self._child({"mode": "fingerprint"}, timeout_s=60, gpu=gpu)
-        if out.status != "ok":
-            return _first_line(out.log)
+        if out.status != EvalStatus.ok:
+            return first_line(out.log) or "unknown error"
         if out.metrics.get("gpu") != self.device:
             return f"the GPU is now {out.metrics.get('gpu')}, not {self.device}"
         return None
@@ -301,7 +225,7 @@ class HopperGemmHarness(HarnessBase):
         s = self.settings
         below = bar * (1 - s.screen_slack) if bar and s.screen_pairs else None
         out = self._measure("benchmark", {"candidate": (source, build)}, screen_below=below)
-        if out.status == "ok" and (fitted := self.fit(source)) is not None:
+        if out.status == EvalStatus.ok and (fitted := self.fit(source)) is not None:
             out.metrics["fit"] = fitted.as_dict()  # the model's view of the shape, beside what was measured
         return out
 
@@ -326,25 +250,25 @@ class HopperGemmHarness(HarnessBase):
         runnable = {}
         for i, (source, build) in enumerate(items):
             if not build.ok or not build.artifact:
-                outcomes.append(Outcome("compile_error", log=build.log))
+                outcomes.append(Outcome(EvalStatus.compile_error, log=build.log))
                 continue
             try:
                 self.check(source)
             except (ManifestError, sandbox.RefusedSource) as exc:
-                outcomes.append(Outcome("rejected", log=str(exc)))
+                outcomes.append(Outcome(EvalStatus.rejected, log=str(exc)))
                 continue
             outcomes.append(None)
             runnable[f"step{i}"] = (source, build)
         if not runnable:
             return outcomes
         out = self._measure("replay", runnable)
-        steps = out.metrics.get("steps", {}) if out.status == "ok" else {}
+        steps = out.metrics.get("steps", {}) if out.status == EvalStatus.ok else {}
         for i in range(len(items)):
             if outcomes[i] is not None:
                 continue
             r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
             metrics = r.get("metrics", {})
-            score = self.objective.read(metrics) if r["status"] == "ok" else None
+            score = self.objective.read(metrics) if r["status"] == EvalStatus.ok else None
             outcomes[i] = Outcome(r["status"], metrics, r.get("log", ""), out.seconds, out.device, score)
         return outcomes
 
@@ -357,13 +281,13 @@ class HopperGemmHarness(HarnessBase):
             log = Path(tmp) / "ncu.csv"
             out = self._measure("profile", {"candidate": (source, build)},
                                 prefix=ncu.command(self.settings.ncu, str(log)))
-            if out.status != "ok":
+            if out.status != EvalStatus.ok:
                 return out
             text = log.read_text() if log.exists() else ""
         try:
             out.metrics["profile"] = ncu.profile(text, out.metrics.get("kernel", ""))
         except ncu.ProfileError as exc:
-            return Outcome("crashed", out.metrics, f"profile: {exc}", out.seconds, out.device)
+            return Outcome(EvalStatus.crashed, out.metrics, f"profile: {exc}", out.seconds, out.device)
         return out
 
     def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], prefix: list[str] = (),
@@ -371,77 +295,23 @@ class HopperGemmHarness(HarnessBase):
         specs = {}
         for name, (source, build) in kernels.items():
             if not build.ok or not build.artifact:
-                return Outcome("compile_error", log=build.log)
+                return Outcome(EvalStatus.compile_error, log=build.log)
             try:
                 specs[name] = {"cubin": build.artifact, "launch": self.check(source).model_dump()}
             except (ManifestError, sandbox.RefusedSource) as exc:
-                return Outcome("rejected", log=str(exc))
+                return Outcome(EvalStatus.rejected, log=str(exc))
         job = {"mode": mode, "shape": list(self.shape), "kernels": specs, "helpers": self.helpers(),
                "settings": self.settings.model_dump(mode="json"), "lt_algo": (self.best_lt or {}).get("algo_index"), **extra}
-        notes = []
-        for attempt in range(2):
-            gpu = self._take()
-            try:
-                out = self._child(job, timeout_s=self.settings.timeout_s, prefix=prefix, gpu=gpu)
-                if out.status in ("crashed", "timeout") and (why := self.healthy(gpu)) is not None:
-                    if gpu is None:
-                        raise DeviceLost(f"the GPU stopped answering after a {out.status} evaluation: {why}")
-                    # Taken out of the pool; the evaluation is done once more on another GPU: a second
-                    # GPU lost to the same kernel makes it the kernel's, recorded as what it did.
-                    self.lost[gpu], lost, gpu = why, gpu, None
-                    notes.append(f"GPU {lost} stopped answering after this {out.status} evaluation ({why}); "
-                                 "it is out of the pool")
-                    self._some_left()
-                    if attempt == 0:
-                        continue
-            finally:
-                if gpu is not None:
-                    self._free.put(gpu)
-            break
-        if notes:
-            out.log = "\n".join([*notes, out.log])
-        return out
-
-    def _where(self, gpu: int | None, name: str | None = None) -> str:
-        """The device an evaluation ran on, as recorded: its name, and its index in a pool."""
-        name = name or self.device
-        return f"{name} (GPU {gpu})" if gpu is not None else name
+        return self.pool.measure(lambda gpu: self._child(job, self.settings.timeout_s, prefix, gpu), self.healthy)
 
     def _child(self, job: dict, timeout_s: float, prefix: list[str] = (), gpu: int | None = None) -> Outcome:
-        """One evaluation child, pinned to `gpu` (an index among the GPUs this process sees) if given."""
-        with tempfile.TemporaryDirectory(prefix="autodiscovery-") as tmp:
-            job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
-            job_file.write_text(json.dumps(job))
-            env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-            if gpu is not None:
-                visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-                env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
-            done = run_child([*prefix, sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file),
-                              str(result_file)], ROOT, env, timeout_s, grace_s=30)
-            seconds = done.seconds
-            if done.timed_out:
-                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(done.output)}",
-                               seconds=seconds, device=self._where(gpu))
-            output = done.output
-            if not result_file.exists():
-                code = done.returncode
-                why = f"signal {-code}" if code < 0 else f"exit code {code}"
-                return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(output)}",
-                               seconds=seconds, device=self._where(gpu))
-            result = json.loads(result_file.read_text())
-        metrics = result.get("metrics", {})
-        metrics["eval_wall_s"] = seconds
-        device = self._where(gpu, metrics.get("device"))
+        """One evaluation child (`toolkit/child.py`), pinned to `gpu` (an index among the GPUs this process
+        sees) if given; its metrics say how long it took and, in a pool, on which GPU, whatever it did."""
+        out = child.run(WORKER, job, timeout_s, child.environment(gpu), prefix)
+        out.device = where(out.metrics.get("device") or self.device, gpu)
+        out.metrics["eval_wall_s"] = out.seconds
         if gpu is not None:
-            metrics["gpu_index"] = gpu
-        log = "\n".join(filter(None, [result.get("log", ""), _tail(output)]))
-        score = self.objective.read(metrics) if result["status"] == "ok" else None
-        return Outcome(result["status"], metrics, log, seconds, device, score)
-
-
-def _tail(text: str | None, lines: int = 40) -> str:
-    return "\n".join((text or "").strip().splitlines()[-lines:])
-
-
-def _first_line(text: str) -> str:
-    return first_line(text) or "unknown error"
+            out.metrics["gpu_index"] = gpu
+        if out.status == EvalStatus.ok:
+            out.score = self.objective.read(out.metrics)
+        return out

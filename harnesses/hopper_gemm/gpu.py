@@ -1,4 +1,6 @@
-"""The child process's view of the GPU: CuPy arrays, cuda-python launches, cuBLAS through ctypes.
+"""The child process's view of the GPU: CuPy arrays, a candidate launched through cuda-python, cuBLAS
+through ctypes, what the device is and what it allows. The harness's own kernels are `helpers.py`'s,
+the clock and power samples `power.py`'s.
 
 Imported only inside the evaluation child, never by the parent, so that a candidate that hangs or
 corrupts the context costs the child alone.
@@ -7,8 +9,6 @@ corrupts the context costs the child alone.
 from __future__ import annotations
 
 import ctypes
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +16,6 @@ import cupy as cp
 import numpy as np
 from cuda.bindings import driver as cu
 
-BF16_NAN = 0xFFFF
 CUDA_R_16BF = 14
 CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
@@ -312,125 +311,3 @@ def _max_sm_clock_mhz(dev: cp.cuda.Device) -> float:
         return khz / 1000.0
     except Exception:
         return 0.0
-
-
-class Helpers:
-    """The harness's own kernels (bench_kernels.cu): input draws, input checks, output comparison, poison,
-    the read that leaves L2 clean, the delay."""
-
-    THREADS = 256
-
-    def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
-        self.module = check(cu.cuModuleLoad(str(cubin).encode()))
-        self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
-                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream", "smem_poison")}
-        self.sms = sms
-        self._smem_set = 0
-        self.stream = cu.CUstream(stream.ptr)
-        self.blocks = 4 * sms
-
-    def _launch(self, name: str, args: list, blocks: int | None = None) -> None:
-        ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        check(cu.cuLaunchKernel(self.fns[name], blocks or self.blocks, 1, 1, self.THREADS, 1, 1, 0, self.stream,
-                                ctypes.addressof(ptrs), 0))
-
-    def fill(self, out: cp.ndarray, seed: int, dist: int, flip: bool) -> None:
-        u64 = ctypes.c_uint64
-        self._launch("fill", [ctypes.c_void_p(out.data.ptr), u64(out.size), u64(seed), ctypes.c_int(dist),
-                              u64(out.shape[1]), ctypes.c_int(int(flip))])
-
-    def verify(self, data: cp.ndarray, seed: int, dist: int, flip: bool, counter: int) -> None:
-        u64 = ctypes.c_uint64
-        self._launch("verify", [ctypes.c_void_p(data.data.ptr), u64(data.size), u64(seed), ctypes.c_int(dist),
-                                u64(data.shape[1]), ctypes.c_int(int(flip)), ctypes.c_void_p(counter)])
-
-    def poison(self, out: cp.ndarray) -> None:
-        self._launch("poison", [ctypes.c_void_p(out.data.ptr), ctypes.c_uint64(out.size // 2)])
-        if out.size % 2:
-            out.ravel()[-1] = BF16_NAN
-
-    def compare(self, c: cp.ndarray, ref: cp.ndarray, stats: int) -> None:
-        self._launch("compare", [ctypes.c_void_p(c.data.ptr), ctypes.c_void_p(ref.data.ptr),
-                                 ctypes.c_uint64(c.size), ctypes.c_void_p(stats)])
-
-    def scrub(self, data: cp.ndarray, sink: cp.ndarray) -> None:
-        """Read `data` (zeros, a multiple of 16 bytes) end to end; `sink` is never written."""
-        self._launch("scrub", [ctypes.c_void_p(data.data.ptr), ctypes.c_uint64(data.nbytes // 16),
-                               ctypes.c_void_p(sink.data.ptr)])
-
-    def smem_poison(self, smem_bytes: int) -> None:
-        """Every SM's shared memory to 0xFF bytes (NaN): one block an SM, each with `smem_bytes`."""
-        f = self.fns["smem_poison"]
-        if self._smem_set != smem_bytes:
-            check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        smem_bytes))
-            self._smem_set = smem_bytes
-        args = [ctypes.c_uint32(smem_bytes // 4)]
-        ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(args[0]))
-        check(cu.cuLaunchKernel(f, self.sms, 1, 1, 1024, 1, 1, smem_bytes, self.stream, ctypes.addressof(ptrs), 0))
-
-    def delay(self, seconds: float) -> None:
-        self._launch("delay", [ctypes.c_uint64(int(seconds * 1e9))], blocks=1)
-
-    def upstream(self, go: int, epoch: int, a_src: cp.ndarray, a: cp.ndarray, b_src: cp.ndarray, b: cp.ndarray,
-                 c: cp.ndarray, seconds: float, blocks: int) -> None:
-        """The kernel before a dependent launch: lets it start, waits for the host to write `epoch` into
-        the mapped word at `go` (once it has queued that launch), waits `seconds` more, then copies the
-        inputs into a and b and poisons c. `blocks` few, so the dependent kernel's blocks find SMs free."""
-        p, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
-        self._launch("upstream", [p(go), u32(epoch), p(a_src.data.ptr), p(a.data.ptr), u64(a.size), p(b_src.data.ptr),
-                                  p(b.data.ptr), u64(b.size), p(c.data.ptr), u64(c.size), u64(int(seconds * 1e9))],
-                     blocks=blocks)
-
-
-class PowerSampler:
-    """Samples SM clock, power and temperature through NVML in a thread while timing runs."""
-
-    def __init__(self, pci_bus_id: str, period_s: float = 0.01) -> None:
-        self.samples: list[tuple[float, float, float]] = []
-        self.period_s = period_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self.nvml = pynvml
-            self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
-        except Exception:
-            self.nvml = None
-
-    def _run(self) -> None:
-        n = self.nvml
-        while not self._stop.is_set():
-            try:
-                self.samples.append((
-                    n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM),
-                    n.nvmlDeviceGetPowerUsage(self.handle) / 1000.0,
-                    n.nvmlDeviceGetTemperature(self.handle, n.NVML_TEMPERATURE_GPU),
-                ))
-            except Exception:
-                return
-            time.sleep(self.period_s)
-
-    def __enter__(self) -> PowerSampler:
-        if self.nvml is not None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join()
-
-    def summary(self) -> dict:
-        if not self.samples:
-            return {}
-        a = np.array(self.samples)
-        return {
-            "sm_clock_mhz": {"mean": float(a[:, 0].mean()), "min": float(a[:, 0].min()), "max": float(a[:, 0].max())},
-            "power_w": {"mean": float(a[:, 1].mean()), "max": float(a[:, 1].max())},
-            "temperature_c": float(a[:, 2].max()),
-            "samples": len(a),
-        }

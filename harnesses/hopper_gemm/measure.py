@@ -29,7 +29,8 @@ import cupy as cp
 import numpy as np
 
 from autodiscovery.toolkit import guard
-from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Helpers, Kernel
+from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Kernel
+from harnesses.hopper_gemm.helpers import Helpers
 from harnesses.hopper_gemm.verdict import (  # noqa: F401  (the names callers take from here)
     COLUMNS,
     DISTRIBUTIONS,

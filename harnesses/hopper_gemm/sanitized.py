@@ -7,18 +7,17 @@ that; else at the run's shape. A, B, C and the workspace are allocations of thei
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autodiscovery import ROOT
 from autodiscovery.interfaces import Outcome
+from autodiscovery.status import EvalStatus
+from autodiscovery.toolkit import child
 from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.build import BuildReport
+from harnesses.hopper_gemm import WORKER
 from harnesses.hopper_gemm.manifest import ManifestError, parse, resolve
+from harnesses.hopper_gemm.pool import where
 
 if TYPE_CHECKING:
     from harnesses.hopper_gemm import HopperGemmHarness
@@ -33,10 +32,10 @@ def sanitized(h: HopperGemmHarness, source: str, build: BuildReport) -> Outcome 
     if not h.settings.sanitize:
         return None
     if not build.ok or not build.artifact:
-        return Outcome("compile_error", log=build.log)
+        return Outcome(EvalStatus.compile_error, log=build.log)
     exe = sanitizer.locate(h.settings.nvcc)
     if exe is None:
-        return Outcome("crashed", log="compute-sanitizer not found (on PATH or beside nvcc)")
+        return Outcome(EvalStatus.crashed, log="compute-sanitizer not found (on PATH or beside nvcc)")
     shape = tuple(smaller(v) for v in h.shape)
     try:
         launch = resolve(parse(source), *shape, sms=h.sms)
@@ -45,20 +44,9 @@ def sanitized(h: HopperGemmHarness, source: str, build: BuildReport) -> Outcome 
     job = {"mode": "sanitize", "shape": list(shape), "helpers": h.helpers(),
            "kernels": {"candidate": {"cubin": build.artifact, "launch": launch.model_dump()}},
            "settings": h.settings.model_dump(mode="json")}
-    gpu = h._take()
-    try:
-        with tempfile.TemporaryDirectory(prefix="autodiscovery-san-") as tmp:
-            job_file = Path(tmp) / "job.json"
-            job_file.write_text(json.dumps(job))
-            env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-            if gpu is not None:
-                visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-                env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if gpu < len(visible) else str(gpu)
-            argv = [sys.executable, "-m", "harnesses.hopper_gemm.worker", str(job_file), str(Path(tmp) / "{tool}.json")]
-            out = sanitizer.run(exe, argv, ROOT, env, [launch.kernel], h.settings.sanitize_timeout_s)
-    finally:
-        if gpu is not None:
-            h._free.put(gpu)
+    with h.pool.pinned() as gpu, child.posted(job) as folder:
+        out = sanitizer.run(exe, child.command(WORKER, folder, "{tool}.json"), ROOT, child.environment(gpu),
+                            [launch.kernel], h.settings.sanitize_timeout_s)
     out.metrics["shape"] = list(shape)
-    out.device = h._where(gpu)
+    out.device = where(h.device, gpu)
     return out

@@ -1,18 +1,20 @@
 """Evaluation child: `python -m harnesses.hopper_gemm.worker JOB.json RESULT.json`.
 
-Runs one job (fingerprint, benchmark or head_to_head) and writes one JSON result. The parent
-kills it after the campaign's timeout; a crash leaves no result and the parent records that.
+Runs one job (fingerprint, benchmark or head_to_head) and writes one JSON result: the child's side of
+`autodiscovery/toolkit/child.py`. The parent kills it after the campaign's timeout; a crash leaves no
+result and the parent records that.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
-import traceback
+from typing import NoReturn
 
 import numpy as np
+
+from autodiscovery.status import EvalStatus
+from autodiscovery.toolkit import child
 
 T0 = time.perf_counter()
 
@@ -120,12 +122,7 @@ def _version(v: int, cublas: bool = False) -> str:
 
 def benchmark(job: dict) -> dict:
     from autodiscovery.toolkit.stats import summarize_ratio
-    from harnesses.hopper_gemm.gpu import (
-        Kernel,
-        LaunchRefused,
-        PowerSampler,
-        device_info,
-    )
+    from harnesses.hopper_gemm.gpu import Kernel, LaunchRefused, device_info
     from harnesses.hopper_gemm.measure import (
         GATE_PHASES,
         Bench,
@@ -134,6 +131,7 @@ def benchmark(job: dict) -> dict:
         elapsed,
         failure,
     )
+    from harnesses.hopper_gemm.power import PowerSampler
 
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
@@ -351,37 +349,30 @@ def sticky_error() -> str:
     return ""
 
 
-def main() -> int:
-    job_path, result_path = sys.argv[1], sys.argv[2]
-    job = json.loads(open(job_path).read())
-    try:
-        if job["mode"] == "fingerprint":
-            result = {"status": "ok", "metrics": fingerprint(job), "log": ""}
-        elif job["mode"] == "count":
-            result = {"status": "ok", "metrics": {"device_count": devices()}, "log": ""}
-        elif job["mode"] == "calibrate":
-            result = calibrate(job)
-        elif job["mode"] == "profile":
-            result = profile(job)
-        elif job["mode"] == "replay":
-            result = replay(job)
-        elif job["mode"] == "sanitize":
-            result = sanitize(job)
-        else:
-            result = benchmark(job)
-    except NoDevice as exc:  # nothing ran: the machine, not a kernel
-        result = {"status": "crashed", "metrics": {}, "log": str(exc)}
-    except Exception as exc:  # a CUDA error or a failed launch: this candidate crashed
-        fault = sticky_error() if job["mode"] not in ("fingerprint", "count") else ""
-        said = f"the GPU reported {fault} (a fault in a kernel: most likely the candidate's)\n" if fault else ""
-        result = {"status": "crashed", "metrics": {},
-                  "log": f"{said}{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"}
-    result["child_s"] = round(time.perf_counter() - T0, 4)
-    with open(result_path, "w") as f:
-        json.dump(result, f)
-    sys.stdout.flush()
-    os._exit(0)  # skip library exit handlers: after a CUDA fault they only add noise
+MODES = {"calibrate": calibrate, "profile": profile, "replay": replay, "sanitize": sanitize}
+
+
+def work(job: dict) -> dict:
+    if job["mode"] == "fingerprint":
+        return child.result(EvalStatus.ok, metrics=fingerprint(job))
+    if job["mode"] == "count":
+        return child.result(EvalStatus.ok, metrics={"device_count": devices()})
+    return MODES.get(job["mode"], benchmark)(job)
+
+
+def crashed(job: dict, exc: Exception) -> str:
+    """A CUDA error or a failed launch: the candidate crashed, and the context's error says whether a
+    kernel faulted."""
+    fault = sticky_error() if job["mode"] not in ("fingerprint", "count") else ""
+    said = f"the GPU reported {fault} (a fault in a kernel: most likely the candidate's)\n" if fault else ""
+    return said + child.crash_log(exc)
+
+
+def main() -> NoReturn:
+    """The child's side of `toolkit/child.py`; NoDevice is a crash of the machine, not of a kernel (nothing
+    ran), said in its own words."""
+    child.serve(work, T0, known={NoDevice: EvalStatus.crashed}, crashed=crashed)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -11,32 +11,27 @@ in PyTorch eager and compiled, every launch checked, a time under the roofline f
 
 from __future__ import annotations
 
-import ctypes
-import json
-import os
 import random
-import sys
-import tempfile
 from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
+from autodiscovery.status import EvalStatus
+from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
-from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit import preflight as host
 from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
-from autodiscovery.toolkit.proc import run_child
+from autodiscovery.toolkit.preflight import HarnessError
 from autodiscovery.toolkit.text import first_line
 from harnesses.reference import manifest, problem, report
+from harnesses.reference.problem import PROBLEM_FAILED
 from harnesses.reference.settings import Problem, Settings
 
 __all__ = ["ReferenceHarness", "HarnessError"]
 HELPERS = Path(__file__).parent / "kernels" / "helpers.cu"
-
-
-class HarnessError(AutoDiscoveryError):
-    pass
+WORKER = "harnesses.reference.worker"
 
 
 def _objective(baseline: str) -> Objective:
@@ -82,24 +77,15 @@ class ReferenceHarness(HarnessBase):
 
     # ---- before anything runs -------------------------------------------------------------
     def preflight(self, need_gpu: bool = True) -> dict:
-        try:
-            fp: dict = {"nvcc": toolkit_nvcc.version(self.settings.nvcc), "arch": self.settings.arch}
-        except toolkit_nvcc.ToolchainError as exc:
-            raise HarnessError(str(exc)) from None
+        s = self.settings
+        fp = host.toolchain(s.nvcc, s.arch)
         if not need_gpu:
             return fp
-        try:
-            ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            raise HarnessError("no NVIDIA driver found (libcuda.so.1 is not loadable): this harness needs a GPU "
-                               "with its driver") from None
-        if self.settings.sanitize and sanitizer.locate(self.settings.nvcc) is None:
-            raise HarnessError("compute-sanitizer not found (on PATH or beside nvcc): kept kernels are run under it "
-                               "first; install the CUDA toolkit's, or set harness.sanitize=false")
-        out = self._child({"mode": "probe"}, timeout_s=max(self.settings.timeout_s, 300))
-        if out.status == "problem":
+        host.driver("a GPU", s.nvcc, s.sanitize)
+        out = self._child({"mode": "probe"}, timeout_s=max(s.timeout_s, 300))
+        if out.status == PROBLEM_FAILED:
             raise HarnessError(out.log)
-        if out.status != "ok":
+        if out.status != EvalStatus.ok:
             why = first_line(out.log) or out.status
             if "No module named 'torch'" in out.log:
                 why = "PyTorch is not installed where the evaluations run (the reference harness runs the problem's module)"
@@ -175,13 +161,11 @@ class ReferenceHarness(HarnessBase):
         if isinstance(ready, Outcome):
             return ready
         if exe is None:
-            return Outcome("crashed", log="compute-sanitizer not found (on PATH or beside nvcc)")
+            return Outcome(EvalStatus.crashed, log="compute-sanitizer not found (on PATH or beside nvcc)")
         kernels = list(dict.fromkeys(launch["kernel"] for launch in ready["plan"]["launches"]))
-        with tempfile.TemporaryDirectory(prefix="autodiscovery-san-") as tmp:
-            job_file = Path(tmp) / "job.json"
-            job_file.write_text(json.dumps(self._job({"mode": "sanitize", "kernels": {"candidate": ready}})))
-            argv = [sys.executable, "-m", "harnesses.reference.worker", str(job_file), str(Path(tmp) / "{tool}.json")]
-            out = sanitizer.run(exe, argv, ROOT, self._env(), kernels, self.settings.sanitize_timeout_s)
+        with child.posted(self._job({"mode": "sanitize", "kernels": {"candidate": ready}})) as folder:
+            out = sanitizer.run(exe, child.command(WORKER, folder, "{tool}.json"), ROOT, self._env(), kernels,
+                                self.settings.sanitize_timeout_s)
         out.device = self.facts.get("gpu", "")
         return out
 
@@ -196,7 +180,7 @@ class ReferenceHarness(HarnessBase):
                 runnable[f"step{i}"] = ready
         if runnable:
             out = self._child({"mode": "replay", "kernels": runnable}, self.settings.timeout_s * len(runnable))
-            steps = out.metrics.get("steps", {}) if out.status == "ok" else {}
+            steps = out.metrics.get("steps", {}) if out.status == EvalStatus.ok else {}
             for i in range(len(items)):
                 if outcomes[i] is None:
                     r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
@@ -205,11 +189,11 @@ class ReferenceHarness(HarnessBase):
 
     def _ready(self, source: str, build: BuildReport) -> dict | Outcome:
         if not build.ok or not build.artifact:
-            return Outcome("compile_error", log=build.log)
+            return Outcome(EvalStatus.compile_error, log=build.log)
         try:
             return {"cubin": build.artifact, "plan": self.check(source)}
         except AutoDiscoveryError as exc:
-            return Outcome("rejected", log=str(exc))
+            return Outcome(EvalStatus.rejected, log=str(exc))
 
     def _measure(self, mode: str, kernels: dict) -> Outcome:
         specs = {}
@@ -223,8 +207,8 @@ class ReferenceHarness(HarnessBase):
 
     def _outcome(self, r: dict, seconds: float, device: str) -> Outcome:
         metrics = r.get("metrics", {})
-        status = {"problem": "crashed"}.get(r["status"], r["status"])
-        score = self.objective.read(metrics) if status == "ok" else None
+        status = EvalStatus.crashed if r["status"] == PROBLEM_FAILED else r["status"]
+        score = self.objective.read(metrics) if status == EvalStatus.ok else None
         return Outcome(status, metrics, r.get("log", ""), seconds, metrics.get("device", device), score)
 
     def _job(self, job: dict) -> dict:
@@ -244,31 +228,16 @@ class ReferenceHarness(HarnessBase):
         return self._helpers
 
     def _env(self) -> dict[str, str]:
-        return os.environ | {
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            "TORCHINDUCTOR_CACHE_DIR": str(self.cache_dir / "inductor"),
-            "TRITON_CACHE_DIR": str(self.cache_dir / "triton")}
+        """The child's environment: PyTorch's compiled kernels cached beside the harness's builds."""
+        return child.environment(TORCHINDUCTOR_CACHE_DIR=str(self.cache_dir / "inductor"),
+                                 TRITON_CACHE_DIR=str(self.cache_dir / "triton"))
 
     def _child(self, job: dict, timeout_s: float) -> Outcome:
-        """One evaluation child."""
-        job = self._job(job)
-        with tempfile.TemporaryDirectory(prefix="autodiscovery-ref-") as tmp:
-            job_file, result_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
-            job_file.write_text(json.dumps(job))
-            env = self._env()
-            done = run_child([sys.executable, "-m", "harnesses.reference.worker", str(job_file), str(result_file)],
-                             ROOT, env, timeout_s, grace_s=30)
-            if done.timed_out:
-                return Outcome("timeout", log=f"killed after {timeout_s:g} s\n{_tail(done.output)}",
-                               seconds=done.seconds, device=self.facts.get("gpu", ""))
-            if not result_file.exists():
-                code = done.returncode
-                why = f"signal {-code}" if code < 0 else f"exit code {code}"
-                return Outcome("crashed", log=f"evaluation child died ({why})\n{_tail(done.output)}",
-                               seconds=done.seconds, device=self.facts.get("gpu", ""))
-            result = json.loads(result_file.read_text())
-        log = "\n".join(filter(None, [result.get("log", ""), _tail(done.output, 10) if result["status"] != "ok" else ""]))
-        return Outcome(result["status"], result.get("metrics", {}), log, done.seconds, self.facts.get("gpu", ""))
+        """One evaluation child (`toolkit/child.py`); what it printed is kept in the log of a failure alone
+        (PyTorch's warnings are no news)."""
+        out = child.run(WORKER, self._job(job), timeout_s, self._env(), lines=10, quiet_ok=True)
+        out.device = self.facts.get("gpu", "")
+        return out
 
     # ---- what the LLM agent is told ----------------------------------------------------------
     def brief(self, fingerprint: dict) -> str:
@@ -283,7 +252,3 @@ class ReferenceHarnessCompile(ReferenceHarness):
 
     objective = _objective("compile")
     columns = report.columns("compile")
-
-
-def _tail(text: str | None, lines: int = 40) -> str:
-    return "\n".join((text or "").strip().splitlines()[-lines:])

@@ -20,6 +20,12 @@ class ProblemError(AutoDiscoveryError):
     pass
 
 
+PROBLEM_FAILED = "problem"
+"""The status of an evaluation child's result where the problem itself failed (importing it, building
+its model, running it), not a candidate: preflight says so in the problem's words, an evaluation
+records it as crashed."""
+
+
 def resolve(file: str) -> Path:
     """The problem file: absolute, or relative to the project (a campaign's `problem.file` relative to its
     own folder is made absolute when the campaign is loaded)."""

@@ -17,12 +17,12 @@ fooled measurement, never a result.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
-import traceback
+from typing import NoReturn
 
+from autodiscovery.status import EvalStatus
+from autodiscovery.toolkit import child
 from harnesses.reference.gate import (
     TOLERANCE_DEFAULT,
     TRUTH_MULTIPLE,
@@ -34,6 +34,7 @@ from harnesses.reference.gate import (
 from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _one
 from harnesses.reference.launch import POISON, Arena, Candidate, Refused, _bits, _poison
 from harnesses.reference.probe import probe, to_float64, truth_forward
+from harnesses.reference.problem import PROBLEM_FAILED
 
 __all__ = ["DISTRIBUTIONS", "POISON", "TOLERANCE_DEFAULT", "Incorrect", "Problem", "ProblemFailure", "Refused",
            "compare", "roofline", "_bits", "_poison"]
@@ -325,31 +326,21 @@ def evaluate(job: dict) -> dict:
     return steps["candidate"]
 
 
-def main() -> int:
-    job_path, result_path = sys.argv[1], sys.argv[2]
-    job = json.loads(open(job_path).read())
-    try:
-        if job["mode"] == "probe":
-            result = {"status": "ok", "metrics": probe(job), "log": ""}
-        elif job["mode"] == "sanitize":
-            result = sanitize(job)
-        else:
-            result = evaluate(job)
-    except ProblemFailure as exc:
-        result = {"status": "problem", "metrics": {}, "log": str(exc)}
-    except Refused as exc:
-        result = {"status": "rejected", "metrics": {}, "log": str(exc)}
-    except Incorrect as exc:
-        result = {"status": "incorrect", "metrics": {}, "log": str(exc)}
-    except Exception as exc:  # a CUDA error in a candidate's launch: it crashed
-        result = {"status": "crashed", "metrics": {},
-                  "log": f"{type(exc).__name__}: {_one(exc)}\n{traceback.format_exc(limit=4)}"}
-    result["child_s"] = round(time.perf_counter() - T0, 4)
-    with open(result_path, "w") as f:
-        json.dump(result, f)
-    sys.stdout.flush()
-    os._exit(0)  # skip library exit handlers: after a CUDA fault they only add noise
+def work(job: dict) -> dict:
+    if job["mode"] == "probe":
+        return child.result(EvalStatus.ok, metrics=probe(job))
+    if job["mode"] == "sanitize":
+        return sanitize(job)
+    return evaluate(job)
+
+
+def main() -> NoReturn:
+    """The child's side of `toolkit/child.py`: the problem failing is its own status, a refused launch and
+    a wrong answer theirs; any other exception (a CUDA error in a candidate's launch) is a crash."""
+    child.serve(work, T0, known={ProblemFailure: PROBLEM_FAILED, Refused: EvalStatus.rejected,
+                                 Incorrect: EvalStatus.incorrect},
+                crashed=lambda job, exc: child.crash_log(exc, _one(exc)))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
