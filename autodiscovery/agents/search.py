@@ -155,11 +155,11 @@ class SearchAgent(AgentBase):
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
         harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
         one badly). Made once, when the run is bound."""
-        fit = getattr(self.fits.harness, "fit", None)
+        harness = self.fits.harness
         out = []
         for family, knobs, where in bests:
             fam = self.space.families[family]
-            fitted = fit(self.space.render(family, knobs), knobs) if fit is not None else None
+            fitted = harness.fit(self.space.render(family, knobs), knobs) if harness is not None else None
             here = f" Here: {fitted.describe()}." if fitted is not None else ""
             out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
                                        f"nearby problem.{here}"))

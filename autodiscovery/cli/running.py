@@ -170,7 +170,7 @@ def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_n
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
-    library = hasattr(report.harness_class(db, run_id), "export_library")
+    library = report.harness_class(db, run_id).library
     say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `{hint(f'report {run_id}', given)}`"
         + (f"; `{hint(f'export {run_id} --library DIR', given)}` writes its best kernels as a library."
            if library else "."))

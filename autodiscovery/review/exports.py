@@ -80,7 +80,7 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
             parent = _run(s, run_id)
             runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
             this = harness_of(parent)
-            if not hasattr(this, "export_library"):
+            if not this.library:
                 raise NotFound(f"run {run_id}: the {this.name} harness does not write libraries")
             if harness is not None and this.name != harness.name:
                 raise NotFound(f"run {run_id} was measured by the {this.name} harness and run {named} by "

@@ -52,9 +52,8 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     with ThreadPoolExecutor(max_workers=workers(harness)) as pool:
         builds = list(pool.map(harness.build, sources))
     progress(f"measuring {len(rows)} steps")
-    if hasattr(harness, "replay"):
-        outcomes = harness.replay(list(zip(sources, builds)))
-    else:
+    outcomes = harness.replay(list(zip(sources, builds)))
+    if outcomes is None:
         outcomes = []
         for i, (src, b) in enumerate(zip(sources, builds)):
             progress(f"measuring step {i + 1} of {len(rows)}")

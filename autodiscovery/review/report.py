@@ -40,7 +40,7 @@ def harness_of(run: Run) -> type:
         cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError:
         return Unknown
-    return cls.for_config(run.config) if hasattr(cls, "for_config") else cls
+    return cls.for_config(run.config)
 
 
 def objective_of(run: Run) -> Objective:
