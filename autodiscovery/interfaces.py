@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from autodiscovery.campaign import Campaign
-    from autodiscovery.store import Store
+    from autodiscovery.store import EvalStatus, Store, Verdict
     from autodiscovery.toolkit.build import BuildReport
 
 
@@ -43,7 +43,7 @@ class Entry:
 class Outcome:
     """What a harness reports for one evaluation."""
 
-    status: str  # ok | compile_error | incorrect | timeout | crashed | rejected
+    status: EvalStatus
     metrics: dict = field(default_factory=dict)
     log: str = ""
     seconds: float = 0.0
@@ -95,7 +95,7 @@ class Record:
     """The metrics of its own measurement, where it passed the gate (what a harness's columns read)."""
     parent_seq: int | None = None
     """The candidate it was made from, in this run (None: the seed, or one from another run)."""
-    verdict: str | None = None
+    verdict: Verdict | None = None
     """keep or revert, once decided."""
     reason: str = ""
     """Why it was kept, reverted or refused, in words."""

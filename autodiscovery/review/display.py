@@ -25,6 +25,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from autodiscovery.interfaces import Objective, Section, columns
+from autodiscovery.store import CandidateStatus, Verdict
 
 STATUS_STYLE = {
     "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
@@ -97,11 +98,11 @@ class LiveDisplay:
         self.note = f"building {', '.join(f'#{s}' for s in seqs)} ({time.strftime('%H:%M:%S')})"
         self._refresh()
 
-    def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+    def finished(self, cand: Any, outcome: Any, verdict: Verdict | CandidateStatus, reason: str, best: Any) -> None:
         with self.lock:
             self._finished(cand, outcome, verdict, reason, best)
 
-    def _finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+    def _finished(self, cand: Any, outcome: Any, verdict: Verdict | CandidateStatus, reason: str, best: Any) -> None:
         from autodiscovery.running.ledger import build_facts
 
         objective = self.harness.objective
