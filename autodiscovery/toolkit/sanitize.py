@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autodiscovery.interfaces import Outcome
+from autodiscovery.store import EvalStatus
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line
 
@@ -133,10 +134,10 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
             status = "timeout"
         elif mine:
             status = "findings"
-        elif fin.returncode not in (0, EXIT_ON_ERROR) or not summary or child.get("status") != "ok":
+        elif fin.returncode not in (0, EXIT_ON_ERROR) or not summary or child.get("status") != EvalStatus.ok:
             status = "failed"
             failed.append(f"{tool}: " + (f"the child said {child.get('status')}: {first_line(child.get('log', ''))}"
-                                         if child.get("status") not in (None, "ok") else
+                                         if child.get("status") not in (None, EvalStatus.ok) else
                                          f"exit code {fin.returncode}, {'no summary' if not summary else 'no result'}"))
         else:
             status = "clean"
@@ -146,16 +147,16 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
     metrics = {"tools": tools_out, "findings": [f.line() for f in findings[:20]], "kernels": kernels}
     if findings:
         head = "; ".join(dict.fromkeys(f.line() for f in findings))
-        return Outcome("incorrect", metrics, f"compute-sanitizer found {len(findings)} error(s): {head}\n\n"
+        return Outcome(EvalStatus.incorrect, metrics, f"compute-sanitizer found {len(findings)} error(s): {head}\n\n"
                        + "\n".join(logs), seconds)
     late = [t for t, v in tools_out.items() if v["status"] == "timeout"]
     if late:
-        return Outcome("timeout", metrics, f"compute-sanitizer's {', '.join(late)} did not finish in "
+        return Outcome(EvalStatus.timeout, metrics, f"compute-sanitizer's {', '.join(late)} did not finish in "
                        f"{timeout_s:g} s\n\n" + "\n".join(logs), seconds)
     if failed:
-        return Outcome("crashed", metrics, "compute-sanitizer did not check the candidate: " + "; ".join(failed)
-                       + "\n\n" + "\n".join(logs), seconds)
-    return Outcome("ok", metrics, "\n".join(logs), seconds)
+        return Outcome(EvalStatus.crashed, metrics, "compute-sanitizer did not check the candidate: "
+                       + "; ".join(failed) + "\n\n" + "\n".join(logs), seconds)
+    return Outcome(EvalStatus.ok, metrics, "\n".join(logs), seconds)
 
 
 def _result(path: str) -> dict:

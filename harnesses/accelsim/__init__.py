@@ -20,6 +20,7 @@ from pathlib import Path
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome
+from autodiscovery.store import EvalStatus
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
 from autodiscovery.toolkit.build import BuildCache, BuildReport, build_key
@@ -226,7 +227,7 @@ class AccelsimHarness(HarnessBase):
             run_dir.joinpath(big).unlink(missing_ok=True)
         outcome = self._outcome(rc, log, arch, values, seconds, check)
         outcome.metrics["run_dir"] = str(run_dir)
-        if outcome.status in ("ok", "incorrect"):
+        if outcome.status in (EvalStatus.ok, EvalStatus.incorrect):
             cached.mkdir(parents=True, exist_ok=True)
             for name in ("sim.log", "gpgpusim.config", "check.txt"):
                 shutil.copy(run_dir / name, cached / name)
@@ -245,20 +246,22 @@ class AccelsimHarness(HarnessBase):
                  check: str | None) -> Outcome:
         tail = "\n".join(log.strip().splitlines()[-30:])
         if rc is None:
-            return Outcome("timeout", {}, tail, seconds, "gpgpu-sim")
+            return Outcome(EvalStatus.timeout, {}, tail, seconds, "gpgpu-sim")
         if why := simlog.crashed(rc, log):
             last = next((x.strip() for x in reversed(log.splitlines()) if x.strip()), "")
             said = f": {last[:200]}" if last and last not in why else ""
-            return Outcome("crashed", simlog.parse(log), f"{why}{said}\n{tail}", seconds, "gpgpu-sim")
+            return Outcome(EvalStatus.crashed, simlog.parse(log), f"{why}{said}\n{tail}", seconds, "gpgpu-sim")
         stats = simlog.parse(log)
         if bad := simlog.echo_mismatches(log, arch.overrides()):
-            return Outcome("crashed", stats, "configuration not applied: " + "; ".join(bad), seconds, "gpgpu-sim")
+            return Outcome(EvalStatus.crashed, stats, "configuration not applied: " + "; ".join(bad), seconds,
+                           "gpgpu-sim")
         if not self.s.traces:
             stats["check"] = "PASS" if check and "PASS" in check else "FAIL"
             if stats["check"] != "PASS":
-                return Outcome("incorrect", stats, check or "output check FAIL: not checked", seconds, "gpgpu-sim")
+                return Outcome(EvalStatus.incorrect, stats, check or "output check FAIL: not checked", seconds,
+                               "gpgpu-sim")
         if "cycles" not in stats:
-            return Outcome("crashed", stats, f"no gpu_tot_sim_cycle in the log\n{tail}", seconds, "gpgpu-sim")
+            return Outcome(EvalStatus.crashed, stats, f"no gpu_tot_sim_cycle in the log\n{tail}", seconds, "gpgpu-sim")
         units = int(re.sub(r"\D", "", values.get("-gpgpu_num_tensor_core_units", "4")) or 4)
         launch = int(values.get("-gpgpu_kernel_launch_latency", "0") or 0)
         M, N, K = self.problem.M, self.problem.N, self.problem.K
@@ -270,7 +273,7 @@ class AccelsimHarness(HarnessBase):
         stats |= {"kernel_cycles": kernel, "launch_latency": launch, "bound_cycles": bound,
                   "pct_of_bound": round(100 * bound / kernel, 2), "wall_s": seconds,
                   "area_pct": cost["area_pct"], "power_pct": cost["power_pct"]}
-        return Outcome("ok", stats, "", seconds, f"gpgpu-sim {arch.sms}-SM", score=stats["cycles"])
+        return Outcome(EvalStatus.ok, stats, "", seconds, f"gpgpu-sim {arch.sms}-SM", score=stats["cycles"])
 
     def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
         """A lineage simulated again (`autodiscovery replay`): its points side by side, one per core."""
@@ -283,10 +286,10 @@ class AccelsimHarness(HarnessBase):
         """Simulations are deterministic: compare the recorded cycles (simulating again if needed)."""
         a, b = (self._results.get(hashlib.sha256(src.encode()).hexdigest()) or self.evaluate(src, bld)
                 for src, bld in (challenger, incumbent))
-        if a.status != "ok" or b.status != "ok":
-            return Outcome("crashed", {}, "a simulation of the pair failed", 0.0)
+        if a.status != EvalStatus.ok or b.status != EvalStatus.ok:
+            return Outcome(EvalStatus.crashed, {}, "a simulation of the pair failed", 0.0)
         r = b.metrics["cycles"] / a.metrics["cycles"]
-        return Outcome("ok", {"ratio": {"median": r, "ci_low": r, "ci_high": r, "n": 1}}, "", 0.0, a.device)
+        return Outcome(EvalStatus.ok, {"ratio": {"median": r, "ci_low": r, "ci_high": r, "n": 1}}, "", 0.0, a.device)
 
     # ---- what the CLI shows of a co-design run ----------------------------------------------------
     @staticmethod
@@ -318,15 +321,15 @@ class AccelsimHarness(HarnessBase):
 
 def wmma_verdict(outcome: Outcome) -> tuple[str | None, str]:
     """A doctor row's (found, if missing) from the simulation of the WMMA check kernel."""
-    if outcome.status == "ok":
+    if outcome.status == EvalStatus.ok:
         cached = ", from the simulation cache of this build" if outcome.metrics.get("cached") else ""
         return f"{WMMA_CHECK_SHAPE['M']}x{WMMA_CHECK_SHAPE['N']}x{WMMA_CHECK_SHAPE['K']} simulated, output checked " \
                f"({outcome.metrics['cycles']} cycles{cached})", ""
     lines = outcome.log.strip().splitlines()
     why = lines[0].replace(simlog.DOCTOR_HINT, "")[:160] if lines else outcome.status
-    if outcome.status == "incorrect":
+    if outcome.status == EvalStatus.incorrect:
         return None, f"the simulator got the product wrong ({why}): {OPERAND_FIX}"
-    if outcome.status == "crashed" and "segmentation fault" in outcome.log:
+    if outcome.status == EvalStatus.crashed and "segmentation fault" in outcome.log:
         return None, f"the simulator crashed ({why}): {OPERAND_FIX}"
     return None, f"the simulator did not run the check kernel ({why})"
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from autodiscovery import ROOT
 from autodiscovery.interfaces import Outcome
+from autodiscovery.store import EvalStatus
 from autodiscovery.toolkit import sanitize as sanitizer
 from autodiscovery.toolkit.build import BuildReport
 from harnesses.hopper_gemm.manifest import ManifestError, parse, resolve
@@ -33,10 +34,10 @@ def sanitized(h: HopperGemmHarness, source: str, build: BuildReport) -> Outcome 
     if not h.settings.sanitize:
         return None
     if not build.ok or not build.artifact:
-        return Outcome("compile_error", log=build.log)
+        return Outcome(EvalStatus.compile_error, log=build.log)
     exe = sanitizer.locate(h.settings.nvcc)
     if exe is None:
-        return Outcome("crashed", log="compute-sanitizer not found (on PATH or beside nvcc)")
+        return Outcome(EvalStatus.crashed, log="compute-sanitizer not found (on PATH or beside nvcc)")
     shape = tuple(smaller(v) for v in h.shape)
     try:
         launch = resolve(parse(source), *shape, sms=h.sms)
