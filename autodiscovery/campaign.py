@@ -54,7 +54,7 @@ class AgentSettings(BaseModel):
 
 def section_of(agent: type) -> str:
     """The name of an agent's section under `agent:`."""
-    return getattr(agent, "section", None) or agent.name
+    return agent.section or agent.name
 
 
 class ExecutorSettings(Strict):
@@ -283,7 +283,7 @@ def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str
     except AutoDiscoveryError as exc:
         raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {exc}") from None
     settings = _model(harness.Settings, harness_data, ("harness",), source, overrides)
-    problem = _model(getattr(harness, "Problem", ProblemBase),
+    problem = _model(harness.Problem,
                      _section(data, "problem", "problem", source, overrides), ("problem",), source, overrides)
     agent = _agent(_section(data, "agent", "agent", source, overrides), source, overrides)
     try:

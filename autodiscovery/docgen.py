@@ -161,8 +161,8 @@ def model_sections(model: type[BaseModel], path: str, level: int, instance: Base
 
 def campaign_page() -> str:
     from autodiscovery import registry
-    from autodiscovery.campaign import (AgentSettings, Budget, Campaign, ExecutorSettings, StopRules, SuiteEntry,
-                                       section_of)
+    from autodiscovery.campaign import (AgentSettings, Budget, Campaign, ExecutorSettings, ProblemBase, StopRules,
+                                       SuiteEntry, section_of)
 
     parts = [
         "# Campaign schema",
@@ -186,9 +186,8 @@ def campaign_page() -> str:
         harness = registry.harness(name)
         parts += model_sections(harness.Settings, "harness", 3, harness.Settings(),
                                 title=f"`harness`: `name: {name}`")
-        problem = getattr(harness, "Problem", None)
-        if problem is not None:
-            parts += model_sections(problem, "problem", 4, title=f"`problem` of a campaign with `harness.name: {name}`")
+        if harness.Problem is not ProblemBase:
+            parts += model_sections(harness.Problem, "problem", 4, title=f"`problem` of a campaign with `harness.name: {name}`")
         else:
             parts.append(f"A {name} campaign has no `problem:` section of its own.")
     return HEADER + "\n\n".join(parts) + "\n"

@@ -2,7 +2,8 @@
 
 An `Agent` proposes candidates; a `Harness` builds, checks and measures them and says what the number
 means (its `Objective`). The loop uses these methods and nothing else. Optional hooks have defaults in
-`AgentBase` and `HarnessBase`, so an implementation states only what it does differently.
+`AgentBase` and `HarnessBase`, so an implementation states only what it does differently; an optional
+capability is declared there too, with the default that says "not here", and callers ask it, never probe.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from autodiscovery.campaign import ProblemBase
 from autodiscovery.objective import VIEWS, Chart, Column, Objective, Section, columns  # noqa: F401
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from autodiscovery.campaign import Campaign
-    from autodiscovery.store import Store
+    from autodiscovery.store import EvalStatus, Store, Verdict
     from autodiscovery.toolkit.build import BuildReport
 
 
@@ -39,7 +43,7 @@ class Entry:
 class Outcome:
     """What a harness reports for one evaluation."""
 
-    status: str  # ok | compile_error | incorrect | timeout | crashed | rejected
+    status: EvalStatus
     metrics: dict = field(default_factory=dict)
     log: str = ""
     seconds: float = 0.0
@@ -91,7 +95,7 @@ class Record:
     """The metrics of its own measurement, where it passed the gate (what a harness's columns read)."""
     parent_seq: int | None = None
     """The candidate it was made from, in this run (None: the seed, or one from another run)."""
-    verdict: str | None = None
+    verdict: Verdict | None = None
     """keep or revert, once decided."""
     reason: str = ""
     """Why it was kept, reverted or refused, in words."""
@@ -238,6 +242,11 @@ class HarnessBase:
     build_workers = 0
     Settings: ClassVar[type]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""
+    Problem: ClassVar[type[ProblemBase]] = ProblemBase
+    """The pydantic model of the campaign's `problem:` section (`ProblemBase`: the harness takes none)."""
+    library: ClassVar[bool] = False
+    """Whether `export_library` writes the best kernels of runs as a library a program can call
+    (`export --library`)."""
     columns: ClassVar[tuple[Column, ...]] = ()
     """The figures it adds beside the objective (`Column`), each in the views it names."""
     resumable: ClassVar[tuple[str, ...]] = ("timeout_s", "build_workers", "cache_dir")
@@ -267,6 +276,19 @@ class HarnessBase:
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """None: this harness has no memory or race checker to run before a keep."""
         return None
+
+    def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome] | None:
+        """Built candidates measured again together (`autodiscovery replay`: a lineage, in one evaluation
+        process or side by side), an Outcome each, in order. None: each is measured alone, as `evaluate`
+        measures it, one after another."""
+        return None
+
+    @classmethod
+    def export_library(cls, items: list[dict], folder: Path) -> dict:
+        """The best kernels of recorded runs (an item each: its run, label, campaign, fingerprint, source,
+        knobs and figures) written into `folder` as a library, and its dispatch table as data; only a
+        harness whose `library` is set writes one."""
+        raise NotImplementedError(f"the {cls.name} harness does not write libraries")
 
     @classmethod
     def manifest(cls, source: str) -> Any:
@@ -330,11 +352,20 @@ class HarnessBase:
         """A stored profile as an LLM agent reads it ('' when there is none)."""
         return ""
 
-    def fit(self, source: str, knobs: dict) -> Any | None:
-        """How a configuration of a search space fits the campaign's problem, before anything is built: an
-        object with `estimate` (a modelled cost, lower is better, comparable between configurations at one
-        problem) and `describe()` (in words: its tiles, the waves they run in, the work of the busiest
-        unit), and optionally `tie_break` (lower first: how to order configurations whose estimates are
-        equal, by what the model leaves out). The search agent starts a family where the fit is best; None:
-        the harness has no model."""
+    def fit(self, source: str, knobs: dict) -> Fit | None:
+        """How a configuration of a search space fits the campaign's problem, before anything is built (a
+        `Fit`): the search agent starts a family where the fit is best. None: the harness has no model."""
         return None
+
+
+class Fit(Protocol):
+    """A harness's model of how one configuration fits the campaign's problem (`HarnessBase.fit`)."""
+
+    estimate: float
+    """A modelled cost, lower is better, comparable between configurations at one problem."""
+    tie_break: Any
+    """How to order configurations whose estimates are equal, by what the model leaves out (lower first;
+    0 where it has nothing to add)."""
+
+    def describe(self) -> str:
+        """The fit in words: its tiles, the waves they run in, the work of the busiest unit."""

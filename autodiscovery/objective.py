@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import HarnessBase
 
 @dataclass(frozen=True)
 class Objective:
@@ -117,10 +119,10 @@ class Column:
         return format(value, self.spec) if self.spec and isinstance(value, (int, float)) else str(value)
 
 
-def columns(harness: Any, view: str, after: bool | None = None) -> list[Column]:
-    """The columns a harness (class or instance) shows in `view`; with `after`, only those on that side
-    of the objective."""
-    return [c for c in getattr(harness, "columns", ()) if view in c.views and (after is None or c.after == after)]
+def columns(harness: HarnessBase | type[HarnessBase], view: str, after: bool | None = None) -> list[Column]:
+    """The columns a harness (class or instance: its `columns`) shows in `view`; with `after`, only those
+    on that side of the objective."""
+    return [c for c in harness.columns if view in c.views and (after is None or c.after == after)]
 
 
 @dataclass

@@ -6,7 +6,8 @@ import pytest
 
 from autodiscovery import campaign as campaigns
 from autodiscovery import registry
-from autodiscovery.interfaces import Agent, Harness, Objective
+from autodiscovery.campaign import ProblemBase
+from autodiscovery.interfaces import Agent, Harness, HarnessBase, Objective
 
 
 @pytest.mark.parametrize("name, campaign", [("hopper_gemm", "hopper-gemm"), ("accelsim", "edge-codesign")])
@@ -34,3 +35,19 @@ def test_objectives_say_which_way_is_better():
     assert cycles.better(900, 1000, 0.05) and not cycles.better(990, 1000, 0.05)
     assert speed.format(0.8771) == "0.877× cuBLAS" and cycles.format(23977) == "23977 cycles"
     assert cycles.reached(23000, 24000) and not speed.reached(0.9, 1.0)
+
+
+class Bare(HarnessBase):
+    name = "bare"
+
+
+def test_a_harness_declares_what_it_does_not_offer(tmp_path):
+    """The optional capabilities read from the base class, each saying "not here": no problem of its own,
+    no columns, no library, no lineage measured together, no fit, no sanitizer."""
+    assert Bare.Problem is ProblemBase and Bare.columns == () and not Bare.library and Bare.for_config({}) is Bare
+    bare = Bare()
+    assert bare.replay([]) is None and bare.fit("", {}) is None and bare.sanitize("", None) is None
+    with pytest.raises(NotImplementedError, match="bare harness does not write libraries"):
+        Bare.export_library([], tmp_path)
+    assert registry.harness("hopper_gemm").library and not registry.harness("accelsim").library
+    assert registry.harness("accelsim").Problem is not ProblemBase

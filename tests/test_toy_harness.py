@@ -88,6 +88,8 @@ def test_a_toy_harness_runs_through_every_command(tmp_path, wide):
     res = cli("--db", db, "export", "1", "--out", best)
     assert res.exit_code == 0 and best.read_text() == "def total(xs):\n    return sum(xs)\n"
     assert json.loads((tmp_path / "best.py.json").read_text())["figures"]["calls_per_s"] > 0
+    res = cli("--db", db, "export", "1", "--library", tmp_path / "lib")  # a harness that writes none says so
+    assert res.exit_code != 0 and "the toy harness does not write libraries" in res.output
 
 
 def test_an_agent_of_its_own_validates_its_own_section(tmp_path):

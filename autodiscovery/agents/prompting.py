@@ -13,9 +13,10 @@ import jinja2
 
 from autodiscovery.agents.programs import Draw, Entry
 from autodiscovery.interfaces import History, Record, columns
+from autodiscovery.store import CandidateStatus
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
-SHOWN = ("kept", "reverted", "measured", "built", "rejected", "compile_error", "incorrect", "timeout", "crashed")
+SHOWN = frozenset(CandidateStatus) - {CandidateStatus.proposed}
 """Statuses of the attempts a prompt lists: concluded ones (a proposal still waiting says nothing yet)."""
 def environment() -> jinja2.Environment:
     folder = resources.files("autodiscovery.agents") / "prompts"
@@ -118,7 +119,7 @@ class PromptBuilder:
             attempts.append({
                 "seq": r.seq, "status": r.status, "score": self._score(r), "build": build_text(r.build, self.harness),
                 "from": r.parent_seq, "hypothesis": _one_line(r.hypothesis), "reason": _one_line(r.reason),
-                "log": trim(r.log) if r.score is None and r.status != "rejected" else "",
+                "log": trim(r.log) if r.score is None and r.status != CandidateStatus.rejected else "",
                 "diff": diff(base.source, r.source, self.diff_lines) if base and r.source and self.diff_lines else "",
             })
         inspirations = [self._inspiration(e, parent) for e in draw.inspirations]

@@ -155,11 +155,11 @@ class SearchAgent(AgentBase):
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
         harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
         one badly). Made once, when the run is bound."""
-        fit = getattr(self.fits.harness, "fit", None)
+        harness = self.fits.harness
         out = []
         for family, knobs, where in bests:
             fam = self.space.families[family]
-            fitted = fit(self.space.render(family, knobs), knobs) if fit is not None else None
+            fitted = harness.fit(self.space.render(family, knobs), knobs) if harness is not None else None
             here = f" Here: {fitted.describe()}." if fitted is not None else ""
             out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
                                        f"nearby problem.{here}"))
@@ -279,7 +279,7 @@ class SearchAgent(AgentBase):
         for fam in self.space.families.values():
             if not fam.knobs or fam.name in exhausted:
                 continue
-            recs = [r for r in history.records if r.family == fam.name and r.status != "rejected"]
+            recs = [r for r in history.records if r.family == fam.name and r.status != CandidateStatus.rejected]
             moves = len(recs) + sum(p.family == fam.name and p.rejected is None for p in pending)
             if not recs:
                 continue
@@ -315,7 +315,7 @@ class SearchAgent(AgentBase):
                     return self._knob_proposal(fam, knobs, history, why)
         points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
                   for r in [*history.records, *pending] if self._configured(fam, r)
-                  and not (isinstance(r, Record) and r.status == "proposed")]
+                  and not (isinstance(r, Record) and r.status == CandidateStatus.proposed)]
         study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
                                  history.objective.higher_is_better)
         seen = {canon(knobs): score for knobs, score in points}

@@ -1,6 +1,6 @@
 """The order the harness's fit of the run's shape gives the search agent's moves.
 
-A harness may offer `fit(source, knobs)`: an estimate of a configuration's time at the run's shape
+A harness may offer `fit(source, knobs)` (`interfaces.Fit`): an estimate of a configuration's time at the run's shape
 (its tiles, waves and work per SM), with `describe()` in words. The search agent asks it where a
 structural move should start in a family (`start`: the default, or a setting of the family's shape
 knobs the fit rates more than FIT_GAIN faster) and in what order to try the neighbours of a family's
@@ -24,11 +24,6 @@ move of a shape knob it estimates more than FIT_GAIN slower goes last."""
 FIT_NUDGE = 0.01
 """One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
 ahead of the moves it cannot tell apart."""
-
-
-def tie_break(fit: Any) -> Any:
-    """The harness's order for fits of equal estimate (lower first; 0 where it states none)."""
-    return getattr(fit, "tie_break", 0)
 
 
 def nearest_others(fam: Family, k: str, around: Any) -> list[Any]:
@@ -63,7 +58,7 @@ class ShapeOrder:
 
         options = [(f.estimate, repairs(moved), changes, canon(moved), moved, f)
                    for moved, changes, f in self.settings(fam, knobs)]
-        best = min(options, key=lambda o: (o[0], tie_break(o[5]), o[1], o[2], o[3]), default=None)
+        best = min(options, key=lambda o: (o[0], o[5].tie_break, o[1], o[2], o[3]), default=None)
         if best is None or best[0] * (1 + FIT_GAIN) >= here.estimate:
             return knobs, f"its default fits the shape ({here.describe()})."
         return best[4], (f"the shape is better served by {best[5].describe()} than by the default's "
@@ -71,12 +66,11 @@ class ShapeOrder:
 
     def fit(self, fam: Family, knobs: dict[str, Any]):
         """The harness's fit of this configuration at the run's shape (kept: a walk asks for the same ones)."""
-        fit = getattr(self.harness, "fit", None)
-        if fit is None or not fam.shape_knobs or not fam.template:
+        if self.harness is None or not fam.shape_knobs or not fam.template:
             return None
         key = (id(self.harness), fam.name, canon(knobs))
         if key not in self._fits:
-            self._fits[key] = fit(self.space.render(fam.name, knobs), knobs)
+            self._fits[key] = self.harness.fit(self.space.render(fam.name, knobs), knobs)
         return self._fits[key]
 
     def settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
@@ -128,7 +122,7 @@ class ShapeOrder:
         for m in moves:  # a move of another knob the fit reads (how the operands reach L2, say)
             if (key := canon(m)) not in fits and (f := self.fit(fam, m)) is not None:
                 fits[key] = (m, sum(m[k] != knobs.get(k) for k in m), f)
-        faster = sorted(((f.estimate, tie_break(f), c, key, m, f)
+        faster = sorted(((f.estimate, f.tie_break, c, key, m, f)
                          for key, (m, c, f) in fits.items() if f.estimate * (1 + FIT_EDGE) < here.estimate),
                         key=lambda o: o[:4])
         first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "

@@ -28,7 +28,7 @@ from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
 from autodiscovery.running import runner
 from autodiscovery.running.recorded import parse
-from autodiscovery.store import RunStatus
+from autodiscovery.store import EvalKind, EvalStatus, RunStatus
 
 
 @app.command()
@@ -99,9 +99,9 @@ def show(
     build = {k: data[k] for k in ("registers", "spill_stores", "spill_loads", "stack", "smem_static")} | data["facts"]
     console.print_json(json.dumps({"knobs": data["knobs"], "build": build,
                        "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
-                                       for e in data["evaluations"] if e["kind"] != "profile"]}, default=str))
+                                       for e in data["evaluations"] if e["kind"] != EvalKind.profile]}, default=str))
     for e in data["evaluations"]:
-        if e["kind"] == "profile" and e["status"] == "ok" and "profile" in e["metrics"]:
+        if e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok and "profile" in e["metrics"]:
             section = harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"])
             if section is not None:
                 console.print(display.sections_table([section]))

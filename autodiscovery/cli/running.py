@@ -29,6 +29,7 @@ from autodiscovery.cli.common import (
 from autodiscovery.review import display, exports, live, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
+from autodiscovery.store import CandidateStatus, EvalStatus, RunStatus
 from autodiscovery.toolkit.text import plural
 
 
@@ -111,7 +112,7 @@ def run(
         raise typer.Exit(130)
     if dry_run:
         say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_built(db, run_id, given)}")
-        if summary["status"] == "failed":
+        if summary["status"] == RunStatus.failed:
             raise typer.Exit(1)
         return
     table, _ = report.summary(db, run_id)
@@ -119,7 +120,7 @@ def run(
         console.print(table)
     say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_summary']}. "
         f"See `{hint(f'lineage {run_id}', given)}`" + (f" and `{hint(f'report {run_id}', given)}`." if table else "."))
-    if summary["status"] == "failed":
+    if summary["status"] == RunStatus.failed:
         raise typer.Exit(1)
 
 
@@ -127,9 +128,9 @@ def _built(db, run_id: int, given: str | None) -> str:
     """What a dry run made of its candidates: how many built, how many refused and where to read why."""
     from collections import Counter
 
-    cands = [c for c in report.show_run(db, run_id)["candidates"] if c["status"] != "proposed"]
+    cands = [c for c in report.show_run(db, run_id)["candidates"] if c["status"] != CandidateStatus.proposed]
     counts = Counter(c["status"] for c in cands)
-    failed = next((c["seq"] for c in cands if c["status"] != "built"), None)
+    failed = next((c["seq"] for c in cands if c["status"] != CandidateStatus.built), None)
     if failed is None:
         return f"{plural(len(cands), 'candidate')} built. See `{hint(f'show {run_id}', given)}`."
     parts = ", ".join(f"{n} {status}" for status, n in counts.most_common())
@@ -170,7 +171,7 @@ def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_n
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
-    library = hasattr(report.harness_class(db, run_id), "export_library")
+    library = report.harness_class(db, run_id).library
     say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `{hint(f'report {run_id}', given)}`"
         + (f"; `{hint(f'export {run_id} --library DIR', given)}` writes its best kernels as a library."
            if library else "."))
@@ -196,7 +197,7 @@ def measure(
         med = statistics.median(scores)
         say(f"spread of {objective.name} over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
             f"of the median ({objective.format(min(scores), '.4f')} to {objective.format(max(scores), '.4f')})")
-    if any(o.status != "ok" for o in outcomes):
+    if any(o.status != EvalStatus.ok for o in outcomes):
         raise typer.Exit(1)
 
 
@@ -216,7 +217,7 @@ def profile(
         recorded = not Path(target).is_file()
         label, outcome, harness = runner.profile(target, campaign, list(set_ or []),
                                                  store(db) if recorded else None)
-    if outcome.status != "ok":
+    if outcome.status != EvalStatus.ok:
         raise AutoDiscoveryError(f"{label}: {outcome.status}: {outcome.log.splitlines()[0] if outcome.log else ''}")
     if as_json:
         return emit_json(outcome.metrics["profile"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autodiscovery.interfaces import columns
 from autodiscovery.review.report import NotFound, _metrics, _run, candidate_row, harness_of, tally
-from autodiscovery.store import Candidate, Store
+from autodiscovery.store import Candidate, EvalKind, EvalStatus, Store
 
 
 def export(store: Store, run_id: int) -> tuple[str, dict]:
@@ -22,11 +22,12 @@ def export(store: Store, run_id: int) -> tuple[str, dict]:
 def sanitized(cand: Candidate) -> dict:
     """Whether a candidate ran under compute-sanitizer before it was kept, and what that found: `clean`,
     `findings`, `timeout`, or `never` (kept where no sanitizer ran, or before the harness had one)."""
-    evs = [e for e in cand.evaluations if e.kind == "sanitize" and e.status not in ("running", "interrupted")]
+    evs = [e for e in cand.evaluations
+           if e.kind == EvalKind.sanitize and e.status not in (EvalStatus.running, EvalStatus.interrupted)]
     if not evs:
         return {"state": "never"}
     last = evs[-1]
-    state = {"ok": "clean", "incorrect": "findings"}.get(last.status, last.status)
+    state = {EvalStatus.ok: "clean", EvalStatus.incorrect: "findings"}.get(last.status, last.status)
     return {"state": state, "tools": (last.metrics or {}).get("tools", {}),
             "findings": (last.metrics or {}).get("findings", [])}
 
@@ -80,7 +81,7 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
             parent = _run(s, run_id)
             runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
             this = harness_of(parent)
-            if not hasattr(this, "export_library"):
+            if not this.library:
                 raise NotFound(f"run {run_id}: the {this.name} harness does not write libraries")
             if harness is not None and this.name != harness.name:
                 raise NotFound(f"run {run_id} was measured by the {this.name} harness and run {named} by "

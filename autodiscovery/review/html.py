@@ -32,12 +32,13 @@ from autodiscovery.review.charts import (
     legend,
     pyplot,
 )
-from autodiscovery.store import Store
+from autodiscovery.store import CandidateStatus, EvalKind, EvalStatus, Store, Verdict
 
 TEMPLATES = Path(__file__).parent / "templates"
 NUMBER = re.compile(r"[+\-−]?[\d.,]+%?")
 """A table cell that is one number (right-aligned in the page)."""
-NOT_MEASURED = {"proposed", "built"}
+NOT_MEASURED = frozenset({CandidateStatus.proposed, CandidateStatus.built})
+"""Candidates never measured (waiting, or built in a dry run): no point on the progress chart."""
 NEAR = 0.3
 """The progress chart draws again, on a linear scale, every score within this fraction of the best..."""
 NEAR_SHARE = 1 / 6
@@ -89,7 +90,7 @@ def collect(store: Store, run_id: int) -> dict:
     measurement = {}
     if best is not None:
         evs = report.show_candidate(store, run_id, best["seq"])["evaluations"]
-        bench = next((e for e in evs if e["kind"] == "benchmark" and e["status"] == "ok"), None)
+        bench = next((e for e in evs if e["kind"] == EvalKind.benchmark and e["status"] == EvalStatus.ok), None)
         measurement = dict(bench["metrics"]) if bench else {}
     return {"run": {k: v for k, v in run.items() if k != "candidates"}, "candidates": run["candidates"],
             "tally": report.tally_text(run), "best_summary": report.summary_text(harness, best or {}),
@@ -112,8 +113,8 @@ def figures(data: dict, harness: type, only: set[str] | None = None) -> Figures:
     # ---- progress: every candidate in order, and the band near the best on a linear scale ----------
     cands = [c for c in data["candidates"] if c["status"] not in NOT_MEASURED]
     scored = [c for c in cands if c.get("score") is not None]
-    kept = [c for c in scored if c.get("verdict") == "keep"]
-    reverted = [c for c in scored if c.get("verdict") != "keep"]
+    kept = [c for c in scored if c.get("verdict") == Verdict.keep]
+    reverted = [c for c in scored if c.get("verdict") != Verdict.keep]
     failed = [c for c in cands if c.get("score") is None]
     low = min((c["score"] for c in scored), default=1.0)
     high = max((c["score"] for c in scored), default=1.0)
@@ -123,7 +124,7 @@ def figures(data: dict, harness: type, only: set[str] | None = None) -> Figures:
         (high * 2 if log else high + 0.05 * (high - low or 1))
     best_x, best_y, best, best_c = [], [], None, None
     for c in sorted(scored, key=lambda c: c["seq"]):
-        if c.get("verdict") == "keep" and (best is None or (c["score"] > best if higher else c["score"] < best)):
+        if c.get("verdict") == Verdict.keep and (best is None or (c["score"] > best if higher else c["score"] < best)):
             best, best_c = c["score"], c
         if best is not None:
             best_x.append(c["seq"])
@@ -158,11 +159,11 @@ def figures(data: dict, harness: type, only: set[str] | None = None) -> Figures:
         ax.axhspan(*near.get_ylim(), color=REVERTED, alpha=0.25, linewidth=0, zorder=0, gid="near-band",
                    label="shown below, on a linear scale")
         inside = [c for c in scored if lo <= c["score"] <= hi]
-        near.scatter([c["seq"] for c in inside if c.get("verdict") != "keep"],
-                     [c["score"] for c in inside if c.get("verdict") != "keep"], s=22, marker="o",
+        near.scatter([c["seq"] for c in inside if c.get("verdict") != Verdict.keep],
+                     [c["score"] for c in inside if c.get("verdict") != Verdict.keep], s=22, marker="o",
                      facecolors="none", edgecolors=REVERTED, gid="near-reverted", zorder=3)
-        near.scatter([c["seq"] for c in inside if c.get("verdict") == "keep"],
-                     [c["score"] for c in inside if c.get("verdict") == "keep"], s=30, color=KEPT,
+        near.scatter([c["seq"] for c in inside if c.get("verdict") == Verdict.keep],
+                     [c["score"] for c in inside if c.get("verdict") == Verdict.keep], s=30, color=KEPT,
                      gid="near-kept", zorder=4)
         near.step(best_x, best_y, where="post", color=KEPT, linewidth=1.2, gid="near-best-so-far")
         if reference is not None:
@@ -257,6 +258,8 @@ def environment(*folders: Path) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader([*folders, TEMPLATES]), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     env.filters["diff_html"] = _diff_html
+    env.globals |= {"NOT_MEASURED": NOT_MEASURED, "CandidateStatus": CandidateStatus, "EvalKind": EvalKind,
+                    "EvalStatus": EvalStatus}
     env.tests["numeric_text"] = lambda cell: bool(NUMBER.fullmatch(cell))
     env.filters["pretty"] = lambda v: json.dumps(_times_shown(v), indent=2, default=str)
     env.filters["time"] = _time_html

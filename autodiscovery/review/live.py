@@ -21,6 +21,7 @@ from rich.table import Table
 
 from autodiscovery.interfaces import columns
 from autodiscovery.review.display import STATUS_STYLE, figure_cells, figure_heads, fmt
+from autodiscovery.status import CandidateStatus, EvalStatus, Verdict
 
 
 class LiveDisplay:
@@ -56,7 +57,7 @@ class LiveDisplay:
         self.harness = harness
         self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
         self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
-        done = sum(c.status != "proposed" for c in run.candidates)
+        done = sum(c.status != CandidateStatus.proposed for c in run.candidates)
         self.progress.update(self.task, completed=done)
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self.live.start()
@@ -69,18 +70,18 @@ class LiveDisplay:
         self.note = f"building {', '.join(f'#{s}' for s in seqs)} ({time.strftime('%H:%M:%S')})"
         self._refresh()
 
-    def finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+    def finished(self, cand: Any, outcome: Any, verdict: Verdict | CandidateStatus, reason: str, best: Any) -> None:
         with self.lock:
             self._finished(cand, outcome, verdict, reason, best)
 
-    def _finished(self, cand: Any, outcome: Any, verdict: str, reason: str, best: Any) -> None:
+    def _finished(self, cand: Any, outcome: Any, verdict: Verdict | CandidateStatus, reason: str, best: Any) -> None:
         from autodiscovery.running.ledger import build_facts
 
         objective = self.harness.objective
-        metrics = outcome.metrics if outcome is not None and outcome.status == "ok" else {}
+        metrics = outcome.metrics if outcome is not None and outcome.status == EvalStatus.ok else {}
         build = build_facts(cand.build)
         figures = {c.key: c.value(metrics, build) for c in columns(self.harness, "live")}
-        score = outcome.score if outcome is not None and outcome.status == "ok" else None
+        score = outcome.score if outcome is not None and outcome.status == EvalStatus.ok else None
         status = cand.status
         style = STATUS_STYLE.get(status, "")
         self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",

@@ -7,8 +7,17 @@ import math
 from sqlalchemy import select
 
 from autodiscovery.review.report import _run
-from autodiscovery.store import Build, Candidate, Evaluation, Store
+from autodiscovery.store import (
+    Build,
+    Candidate,
+    EvalKind,
+    EvalStatus,
+    Evaluation,
+    Store,
+)
 
+DEVICE_KINDS = (EvalKind.benchmark, EvalKind.head_to_head, EvalKind.sanitize)
+"""The evaluations that hold a device: the pool line's shares of its time, each by its kind."""
 
 def pool(store: Store, run_id: int) -> dict | None:
     """Where the devices' time went, from the recorded timestamps (None before any measurement). The
@@ -25,14 +34,14 @@ def pool(store: Store, run_id: int) -> dict | None:
         evals = s.execute(select(Evaluation.candidate_id, Evaluation.kind, Evaluation.created_at, Evaluation.seconds)
                           .join(Candidate, Evaluation.candidate_id == Candidate.id)
                           .where(Candidate.run_id == run_id,
-                                 Evaluation.kind.in_(("benchmark", "head_to_head", "sanitize")),
-                                 Evaluation.status != "running", Evaluation.seconds > 0)).all()
+                                 Evaluation.kind.in_(DEVICE_KINDS),
+                                 Evaluation.status != EvalStatus.running, Evaluation.seconds > 0)).all()
         cands = s.execute(select(Candidate.id, Candidate.created_at, Build.seconds)
                           .outerjoin(Build, Candidate.build_id == Build.id).where(Candidate.run_id == run_id)).all()
     spans = [(end.timestamp() - seconds, end.timestamp(), kind) for _, kind, end, seconds in evals]
     starts: dict[int, float] = {}
     for cand, kind, end, seconds in evals:
-        if kind == "benchmark":
+        if kind == EvalKind.benchmark:
             starts[cand] = min(starts.get(cand, math.inf), end.timestamp() - seconds)
     waiting = []
     for cand, created, build_s in cands:
@@ -78,8 +87,7 @@ def pool(store: Store, run_id: int) -> dict | None:
             cause = "proposal" if not waits else "loop" if ready_built else "build"
             idle[cause] += free * (b - a)
     total = devices * window
-    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total
-             for k in ("benchmark", "head_to_head", "sanitize")}
+    share = {k: sum(b - a for a, b, kind in spans if kind == k) / total for k in DEVICE_KINDS}
     return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
             **{k: round(v, 4) for k, v in share.items()},
             "idle": {k: round(v / total, 4) for k, v in idle.items()}}

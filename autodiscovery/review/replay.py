@@ -18,7 +18,7 @@ from autodiscovery.review import report
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.recorded import open_run
 from autodiscovery.running.runner import workers
-from autodiscovery.store import Candidate, Store
+from autodiscovery.store import Candidate, EvalStatus, Store
 
 
 def noise(objective: Objective, recorded: dict, replayed: dict, rec: float, rep: float) -> float:
@@ -52,9 +52,8 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     with ThreadPoolExecutor(max_workers=workers(harness)) as pool:
         builds = list(pool.map(harness.build, sources))
     progress(f"measuring {len(rows)} steps")
-    if hasattr(harness, "replay"):
-        outcomes = harness.replay(list(zip(sources, builds)))
-    else:
+    outcomes = harness.replay(list(zip(sources, builds)))
+    if outcomes is None:
         outcomes = []
         for i, (src, b) in enumerate(zip(sources, builds)):
             progress(f"measuring step {i + 1} of {len(rows)}")
@@ -62,7 +61,7 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     shown = [*columns(harness, "replay"), *columns(harness, "replay-now")]
     steps = []
     for i, (r, m_rec, build, out) in enumerate(zip(rows, metrics, builds, outcomes)):
-        m_rep = out.metrics if out.status == "ok" else {}
+        m_rep = out.metrics if out.status == EvalStatus.ok else {}
         facts = report.build_facts(build) if build is not None else {}
         rec, rep = r.get("score"), out.score
         delta = (rep - rec) / rec if rec and rep is not None else None
@@ -74,9 +73,9 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
                          "figures": {c.key: r["figures"].get(c.key) for c in shown}},
             "replayed": {"status": out.status, "score": rep, "ci_low": low, "ci_high": high,
                          "figures": {c.key: c.value(m_rep, facts) for c in shown},
-                         "log": out.log.splitlines()[0] if out.status != "ok" and out.log else ""},
+                         "log": out.log.splitlines()[0] if out.status != EvalStatus.ok and out.log else ""},
             "delta": delta, "noise": allowed,
-            "flag": out.status != "ok" or delta is None or abs(delta) > allowed,
+            "flag": out.status != EvalStatus.ok or delta is None or abs(delta) > allowed,
         })
     was, now = harness.identity(recorded.fingerprint), harness.identity(fingerprint)
     differences = {k: [was[k], now[k]] for k in was if k in now and was[k] != now[k]}

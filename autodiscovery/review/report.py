@@ -17,7 +17,15 @@ from autodiscovery.interfaces import HarnessBase, Objective, Section, columns
 from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.recorded import parse
-from autodiscovery.store import Candidate, Decision, LlmCall, Run, Store
+from autodiscovery.store import (
+    Candidate,
+    CandidateStatus,
+    Decision,
+    EvalStatus,
+    LlmCall,
+    Run,
+    Store,
+)
 from autodiscovery.store.models import database_of, utcnow
 
 UNKNOWN = Objective("score", higher_is_better=True, path=("score",))
@@ -40,7 +48,7 @@ def harness_of(run: Run) -> type:
         cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError:
         return Unknown
-    return cls.for_config(run.config) if hasattr(cls, "for_config") else cls
+    return cls.for_config(run.config)
 
 
 def objective_of(run: Run) -> Objective:
@@ -60,7 +68,7 @@ def figures(harness: type, metrics: dict | None, build: dict | None, view: str |
 
 def _metrics(c: Candidate, harness: type) -> dict[str, Any]:
     ev = c.measurement
-    m = ev.metrics if ev is not None and ev.status == "ok" else {}
+    m = ev.metrics if ev is not None and ev.status == EvalStatus.ok else {}
     objective = harness.objective
     score = score_of(c, objective)
     low, high = objective.bounds(m) or (None, None)
@@ -122,7 +130,7 @@ def _run_row(run: Run) -> dict:
     return {
         "id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
         "stop_reason": run.stop_reason, **tally(c.status for c in run.candidates),
-        "rejected": sum(c.status == "rejected" for c in run.candidates),
+        "rejected": sum(c.status == CandidateStatus.rejected for c in run.candidates),
         "objective": harness.objective.name, "best_seq": run.best.seq if run.best else None,
         "best_score": best.get("score"), "best_text": best.get("score_text", "–"),
         "best_figures": {k: v for k, v in best.get("figures", {}).items() if k in shown},
@@ -145,7 +153,8 @@ def tally(statuses) -> dict[str, int]:
     """How many candidates were evaluated (every one processed, refusals included: what the budget
     counts) and how many were left proposed (recorded, not yet evaluated when the run stopped)."""
     statuses = list(statuses)
-    return {"evaluated": sum(s != "proposed" for s in statuses), "proposed": sum(s == "proposed" for s in statuses)}
+    return {"evaluated": sum(s != CandidateStatus.proposed for s in statuses),
+            "proposed": sum(s == CandidateStatus.proposed for s in statuses)}
 
 
 def tally_text(t: dict[str, int]) -> str:
@@ -208,7 +217,7 @@ def llm_summary(store: Store, run_id: int) -> list[dict]:
         rows.append({
             "model": model, "calls": len(mine), "ok": sum(c.error is None for c in mine), "errors": errors,
             "recovered": recovered, "proposals": len(proposals),
-            "kept": sum(status.get(p) == "kept" for p in proposals),
+            "kept": sum(status.get(p) == CandidateStatus.kept for p in proposals),
             "unlinked": sum(c.candidate_id is None for c in mine),
             "input_tokens": sum(c.input_tokens or 0 for c in mine), "output_tokens": sum(c.output_tokens or 0 for c in mine),
             "cost": sum(costs) if costs else None,

@@ -75,7 +75,7 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
                   source_hash=cand.source_hash,
                   hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
                   build=build_facts(cand.build), metrics=measured, parent_seq=(seq_of or {}).get(cand.parent_id),
-                  verdict=d.verdict if d else None, reason=reason,
+                  verdict=Verdict(d.verdict) if d else None, reason=reason,
                   profile=dict(profiles[-1].metrics["profile"]) if profiles else {})
 
 

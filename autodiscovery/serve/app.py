@@ -25,7 +25,7 @@ from autodiscovery.review.report import NotFound
 from autodiscovery.serve import views
 from autodiscovery.serve.secrets import Redactor
 from autodiscovery.serve.source import duration, highlight
-from autodiscovery.store import RunStatus, Store, StoreError
+from autodiscovery.store import EvalKind, EvalStatus, RunStatus, Store, StoreError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 """The Host names a server on a loopback address answers to."""
@@ -155,7 +155,8 @@ class Pages:
         harness = report.harness_class(self.store, run_id)
         labels = {c.key: c for c in harness.columns}
         profiles = {i: section for i, e in enumerate(data["evaluations"])
-                    if e["kind"] == "profile" and e["status"] == "ok" and "profile" in (e["metrics"] or {})
+                    if e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok
+                    and "profile" in (e["metrics"] or {})
                     and (section := harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"]))}
         return self.page("candidate.html.j2", c=data, run_id=run_id, head=views.header(self.store, run_id),
                          objective=harness.objective, labels=labels, source=highlight(data["source"]),

@@ -20,7 +20,15 @@ from autodiscovery.review import pool as pooling
 from autodiscovery.review import report
 from autodiscovery.review.report import NotFound
 from autodiscovery.running.ledger import score_of
-from autodiscovery.store import Candidate, Decision, Evaluation, LlmCall, Run, Store
+from autodiscovery.store import (
+    Candidate,
+    CandidateStatus,
+    Decision,
+    Evaluation,
+    LlmCall,
+    Run,
+    Store,
+)
 
 RUNS_PER_PAGE = 50
 CANDIDATES_PER_PAGE = 100
@@ -85,7 +93,8 @@ def runs_page(store: Store, campaign: str | None, status: str | None, page: int)
             rows.append({"id": run.id, "campaign": run.campaign, "agent": run.agent, "status": run.status,
                          "stop_reason": run.stop_reason, "suite": run.parent_id,
                          "is_suite": bool((run.config or {}).get("suite")),
-                         "evaluated": sum(v for k, v in n.items() if k != "proposed"), "proposed": n.get("proposed", 0),
+                         "evaluated": sum(v for k, v in n.items() if k != CandidateStatus.proposed),
+                         "proposed": n.get(CandidateStatus.proposed, 0),
                          "best_seq": best.get("seq"), "best": report.summary_text(harness, best),
                          "created_at": run.created_at, "elapsed_s": run.elapsed_s})
     return {"rows": rows, "pager": pager, "campaigns": campaigns}
@@ -139,7 +148,7 @@ def stop_rules(store: Store, run_id: int) -> dict:
         best = score_of(run.best, objective) if run.best is not None else None
         elapsed = run.elapsed_s
     tokens, cost = tokens or 0, cost or 0.0
-    used = sum(st != "proposed" for st in statuses)
+    used = sum(st != CandidateStatus.proposed for st in statuses)
     rules = [{"rule": "candidates", "text": f"{used} of {budget.candidates} candidates",
               "share": used / budget.candidates},
              {"rule": "minutes", "text": f"{elapsed / 60:.1f} of {budget.minutes:g} minutes",
@@ -156,9 +165,10 @@ def stop_rules(store: Store, run_id: int) -> dict:
     if not config.get("dry_run"):
         streak = 0
         for st in reversed(statuses):
-            if st == "kept":
+            if st == CandidateStatus.kept:
                 break
-            streak += st not in ("proposed", "measured")  # measured, not decided: it may be kept
+            # measured, not decided: it may be kept
+            streak += st not in (CandidateStatus.proposed, CandidateStatus.measured)
         below = objective.reference is not None and best is not None and not objective.reached(
             best, objective.reference)
         patience = stop.patience_below if below else stop.patience
@@ -191,7 +201,8 @@ def live(store: Store, run_id: int) -> dict:
                "input_tokens": sum(c["input_tokens"] for c in calls),
                "output_tokens": sum(c["output_tokens"] for c in calls),
                "cost": sum(costs) if costs else None, "models": [c["model"] for c in calls]}
-    tally = {"evaluated": sum(n for st, n in counts.items() if st != "proposed"), "proposed": counts.get("proposed", 0)}
+    tally = {"evaluated": sum(n for st, n in counts.items() if st != CandidateStatus.proposed),
+             "proposed": counts.get(CandidateStatus.proposed, 0)}
     return head | {"tally": report.tally_text(tally), "counts": counts, "best": best,
                    "best_summary": report.summary_text(harness, best or {}),
                    "stops": {"rules": [], "nearest": None} if head["is_suite"] else stop_rules(store, run_id),

@@ -111,6 +111,10 @@ class AccelsimHarness(HarnessBase):
         self.cache = BuildCache(self._path(self.s.cache_dir), "program")
         self.work = self._path(self.s.work_dir)
         self._results: dict[str, Outcome] = {}
+        self.nvcc: str | None = None
+        """The CUDA 11 nvcc `preflight` found (None before it: `build` looks for one itself)."""
+        self.base_config: str | None = None
+        """The user's gpgpusim.config `preflight` found (None: rendered whole from the platform model)."""
 
     @staticmethod
     def _path(p: str) -> Path:
@@ -152,7 +156,7 @@ class AccelsimHarness(HarnessBase):
         program, _ = split(source) if "@arch" in source else (source, None)
         if (why := sandbox.refusal(program, sandbox.HOST_HEADERS)) is not None:  # before looking for a compiler
             return BuildReport(ok=False, cache_key="", log=f"refused before compiling: {why}")
-        nvcc = getattr(self, "nvcc", None) or tools.find_nvcc11(self.s).path
+        nvcc = self.nvcc or tools.find_nvcc11(self.s).path
         if nvcc is None:
             return BuildReport(ok=False, cache_key="", log="CUDA 11 nvcc not found")
         flags = [*self.s.nvcc_flags, "-Xptxas", "-v"]
@@ -171,9 +175,8 @@ class AccelsimHarness(HarnessBase):
     def configure(self, arch: Architecture) -> tuple[str, dict[str, str]]:
         """The gpgpusim.config of a candidate's architecture and its option values: rendered whole from
         the platform model, or the user's base file with the knobs appended."""
-        base = getattr(self, "base_config", None)
-        if base:
-            text = render_config(Path(base).read_text(), arch)
+        if self.base_config:
+            text = render_config(Path(self.base_config).read_text(), arch)
             return text, option_values(text)
         platform = STOCK.with_options(arch.overrides())
         return platform.render(), platform.options()

@@ -29,10 +29,8 @@ from autodiscovery.interfaces import AgentBase, History, Proposal, Record
 from autodiscovery.toolkit.text import canon
 from harnesses.accelsim import tools
 from harnesses.accelsim.arch import Architecture, block
-from harnesses.accelsim.costs import ArchSettings
 from harnesses.accelsim.model_picks import ModelPicks
-from harnesses.accelsim.settings import CodesignSettings
-
+from harnesses.accelsim.settings import CodesignSettings, Settings
 
 NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -85,11 +83,11 @@ class CodesignAgent(ModelPicks, AgentBase):
         p = campaign.problem
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
         self.batch = campaign.harness.parallel or os.cpu_count() or 1
-        self.costs = getattr(campaign.harness, "arch", None) or ArchSettings()
+        h = campaign.harness if isinstance(campaign.harness, Settings) else Settings()  # another harness: defaults
+        self.costs = h.arch
         self.model_trust, self.shortlist, self.n_pairs = s.model_trust, s.shortlist, s.pairs
-        h = campaign.harness
-        self.nvcc = (tools.find_nvcc11(h).path if hasattr(h, "nvcc") else None) or shutil.which("nvcc")
-        cache = Path(getattr(h, "cache_dir", "runs/cache/accelsim"))
+        self.nvcc = tools.find_nvcc11(h).path or shutil.which("nvcc")
+        cache = Path(h.cache_dir)
         self.ptx_dir = (cache if cache.is_absolute() else ROOT / cache) / "ptx"
         self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(self.templates)),
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)

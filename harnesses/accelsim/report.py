@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from autodiscovery.interfaces import Section
-from autodiscovery.store import Run, Store
+from autodiscovery.store import CandidateStatus, EvalStatus, Run, Store
 from harnesses.accelsim.arch import Architecture
 from harnesses.accelsim.costs import ArchSettings, pareto
 from harnesses.accelsim.model import held_out_confirms, spearman
@@ -31,7 +31,7 @@ def phases(store: Store, run_id: int) -> dict | None:
             ev = c.measurement
             if phase is None:
                 continue
-            m = ev.metrics if ev is not None and ev.status == "ok" else {}
+            m = ev.metrics if ev is not None and ev.status == EvalStatus.ok else {}
             rows.append({"seq": c.seq, "phase": phase, "kernel": knobs["kernel"], "arch": knobs["arch"],
                          "change": knobs.get("change"), "changes": knobs.get("changes"),
                          "combined_left_out": knobs.get("combined_left_out"), "status": c.status,
@@ -316,7 +316,7 @@ def charts(data: dict) -> list:
     plt = pyplot()
     out = []
     h = data.get("harness") or {}
-    cands = [c for c in data["candidates"] if c["status"] not in ("proposed", "built")]
+    cands = [c for c in data["candidates"] if c["status"] not in (CandidateStatus.proposed, CandidateStatus.built)]
     if h.get("phases"):
         fig, ax = plt.subplots(figsize=(9, 3.4))
         by_phase: dict[str, list] = {}

@@ -210,6 +210,8 @@ class HopperGemmHarness(HarnessBase):
         return self.builder.build(source, entry)
 
     # ---- a library of tuned kernels ------------------------------------------------------------
+    library = True
+
     @classmethod
     def export_library(cls, items: list[dict], folder: Path) -> dict:
         """The best kernels of recorded runs as a library (`library.export`)."""
