@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autodiscovery.agents.space import Space
+from autodiscovery.agents.space import PARTIALS, Space
 from autodiscovery.campaign import SEARCH_SPACES
 from autodiscovery.interfaces import HarnessBase, Outcome
 from autodiscovery.toolkit.build import BuildReport
@@ -66,9 +66,10 @@ class SourceIndex:
 
 def source_index(space: Space) -> SourceIndex:
     """The index of every valid configuration's source. Rendering them all takes minutes, so the index is
-    kept in the temporary folder, keyed by the space's files, for every later process."""
+    kept in the temporary folder, keyed by the space's files and the partials they include, for every later
+    process."""
     digest = hashlib.sha256()
-    for path in sorted([space.seeds, SEARCH_SPACES / space.name], key=str):
+    for path in sorted([space.seeds, SEARCH_SPACES / space.name, PARTIALS], key=str):
         for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
             digest.update(f.name.encode() + f.read_bytes())
     cache = Path(tempfile.gettempdir()) / f"autodiscovery-replay-index-{digest.hexdigest()[:16]}.sqlite"

@@ -69,6 +69,19 @@ def test_a_space_that_has_rendered_pickles_and_renders_the_same_after():
     assert pickle.loads(pickle.dumps(space)).render("wgmma_cluster", knobs) == source
 
 
+def test_a_space_of_ones_own_includes_the_shipped_partials_and_its_own_first(tmp_path):
+    """A template finds the partials of seeds/_shared/ by name; a file of that name beside it comes first.
+    What renders is one source, the partial's text in it."""
+    (tmp_path / "families.yaml").write_text(
+        "families:\n  vec:\n    rung: 1\n    template: vec.cu.j2\n    summary: VEC floats a load\n"
+        "    knobs: {VEC: [1, 4], HINTS: [0, 1]}\n    default: {VEC: 4, HINTS: 1}\n")
+    (tmp_path / "vec.cu.j2").write_text('{% from "_vectors.cuh.j2" import load_vec with context %}{{ load_vec() }}\n')
+    source = Space(str(tmp_path)).render("vec", {"VEC": 4, "HINTS": 1})
+    assert "const float4 t = __ldcs(reinterpret_cast<const float4*>(p));" in source and "{%" not in source
+    (tmp_path / "_vectors.cuh.j2").write_text("{% macro load_vec() %}// my own{% endmacro %}")
+    assert Space(str(tmp_path)).render("vec", {"VEC": 4, "HINTS": 1}) == "// my own\n"
+
+
 def test_every_valid_configuration_renders_a_launchable_manifest(space):
     """Every valid configuration of a family whose product is small; of a larger one (the cluster
     family's millions), the valid ones among 200,000 drawn, which take every value of every knob."""

@@ -2,7 +2,8 @@
 
 `search_spaces/<space>/families.yaml` lists the families (a rung of the ladder each), their knobs
 with allowed values, a known-good default, and constraints that reject a combination before it is
-compiled, each with the reason in words.
+compiled, each with the reason in words. A template may include the shipped partials in `seeds/_shared/`
+by name (`{% include "_hopper.cuh.j2" %}`); a file of that name beside the template comes first.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from autodiscovery.toolkit.expr import ExprError, compiled, run
 class SpaceError(AutoDiscoveryError):
     pass
 
+
+PARTIALS = SEEDS / "_shared"
+"""Partials every space's templates find by name: PTX helpers for Hopper, vector loads for the reference ops."""
 
 _CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
 
@@ -180,7 +184,7 @@ class Space:
     @cached_property
     def env(self) -> jinja2.Environment:
         return jinja2.Environment(
-            loader=jinja2.FileSystemLoader(self.seeds), undefined=jinja2.StrictUndefined,
+            loader=jinja2.FileSystemLoader([self.seeds, PARTIALS]), undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
         )
 
