@@ -14,10 +14,12 @@ from rich.text import Text
 from rich.tree import Tree
 
 from autodiscovery.interfaces import Objective, Section, columns
+from autodiscovery.status import CandidateStatus as C
+from autodiscovery.status import EvalStatus
 
 STATUS_STYLE = {
-    "kept": "bold green", "reverted": "yellow", "incorrect": "red", "compile_error": "red",
-    "crashed": "red", "timeout": "red", "rejected": "dim", "measured": "cyan", "built": "cyan",
+    C.kept: "bold green", C.reverted: "yellow", C.incorrect: "red", C.compile_error: "red",
+    C.crashed: "red", C.timeout: "red", C.rejected: "dim", C.measured: "cyan", C.built: "cyan",
 }
 
 
@@ -195,7 +197,7 @@ def measure_table(kernel: str, outcomes: list, harness: Any) -> Table:
         t.add_column(col, overflow="fold")
     precise = objective.spec if objective.spec.endswith("d") else ".4f"
     for i, o in enumerate(outcomes):
-        ok = o.status == "ok"
+        ok = o.status == EvalStatus.ok
         m = o.metrics if ok else {}
         figures = {c.key: c.value(m, {}) for c in columns(harness, "measure")}
         ci = [interval(objective, *(objective.bounds(m) or (None, None)), spec=".4f")] if objective.interval else []
@@ -237,7 +239,7 @@ def replay_table(data: dict, harness: Any) -> Table:
     for s in data["steps"]:
         rec, rep = s["recorded"], s["replayed"]
         name = f"{s['phase']}: {s['family']}" if s.get("phase") else (s["family"] or "?")
-        now_text = fmt(rep["score"], spec) if rep["status"] == "ok" else f"[red]{rep['status']}[/]"
+        now_text = fmt(rep["score"], spec) if rep["status"] == EvalStatus.ok else f"[red]{rep['status']}[/]"
         delta = f"{s['delta']:+.1%}" if s["delta"] is not None else "–"
         cells = [str(s["step"]), str(s["seq"]), name]
         for c in both:
