@@ -217,6 +217,9 @@ class Harness(Protocol):
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both measured against each other: metrics['ratio'] above 1 means the challenger is better."""
 
+    sanitizes: bool
+    """Whether `sanitize` checks anything (a keep then holds a device for it)."""
+
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,
         any other status blocks it (the log says which check and where); None: not checked here."""
@@ -239,6 +242,8 @@ class HarnessBase:
     parallel = 1
     needs_gpu = False
     """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
+    sanitizes = False
+    """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
     build_workers = 0
     Settings: ClassVar[type]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""

@@ -218,3 +218,36 @@ def test_the_devices_are_busy_while_proposals_and_builds_take_time(tmp_path, dev
     assert share >= floor, (devices, share, wall)
     used = pooling.pool(store, run_id)  # `show` tells the same from the recorded timestamps alone
     assert abs(used["busy"] - share) < 0.05, (used, share)
+
+
+def test_a_decisions_use_of_a_device_goes_before_the_measurements_waiting():
+    """The head-to-head or sanitizer run a decision waits for takes the next device that frees, though
+    measurements asked for one earlier; and no device is left unused while anything waits."""
+    from autodiscovery.running.lifecycle import Devices
+
+    devices, order = Devices(2), []
+    held = [devices(), devices()]
+    for h in held:
+        h.__enter__()
+
+    def use(name: str, first: bool) -> None:
+        with devices(first=first):
+            order.append(name)
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=use, args=(f"measure {i}", False)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    threads.append(threading.Thread(target=use, args=("head-to-head", True)))
+    threads[-1].start()
+    time.sleep(0.1)
+    assert order == []
+    held.pop().__exit__(None, None, None)
+    time.sleep(0.02)
+    assert order == ["head-to-head"]
+    held.pop().__exit__(None, None, None)  # both devices free at once: a measurement takes the other
+    for t in threads:
+        t.join(timeout=5)
+    assert not any(t.is_alive() for t in threads)
+    assert order[0] == "head-to-head" and sorted(order[1:]) == ["measure 0", "measure 1", "measure 2"]

@@ -147,3 +147,27 @@ def test_export_says_a_kernel_was_never_sanitized(tmp_path):
     res = CliRunner().invoke(app, ["--db", str(db), "export", "1", "--out", str(out)])
     assert "never sanitized" in res.output, res.output
     assert json.loads(Path(f"{out}.json").read_text())["sanitized"] == {"state": "never"}
+
+
+def test_a_keep_holds_a_device_for_the_check_only_where_the_harness_checks(tmp_path, monkeypatch):
+    """A decision takes a device for each head-to-head and each sanitizer run, and for nothing else: with
+    the checker off, a keep does not wait for a device the measurements are using."""
+    from autodiscovery.running import lifecycle, loop
+
+    uses: list[bool] = []
+
+    class Counted(lifecycle.Devices):
+        def __call__(self, first: bool = False):
+            uses.append(first)
+            return super().__call__(first)
+
+    monkeypatch.setattr(loop, "Devices", Counted)
+    for harness in ("ToyHarness", "SanitizedToy"):
+        uses.clear()
+        db = tmp_path / f"{harness}.db"
+        res = CliRunner().invoke(app, ["--db", str(db), "run", "--quiet", "--campaign", str(campaign(tmp_path, harness))])
+        assert res.exit_code == 0, res.output
+        kinds = [k for (k,) in sqlite3.connect(db).execute("select kind from evaluations")]
+        decisions = sum(k in ("head_to_head", "sanitize") for k in kinds)
+        assert uses.count(True) == decisions and uses.count(False) == kinds.count("benchmark"), (harness, uses, kinds)
+        assert ("sanitize" in kinds) == (harness == "SanitizedToy")

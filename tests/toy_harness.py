@@ -173,6 +173,8 @@ class SanitizedToy(ToyHarness):
     """The toy harness with a memory checker before each keep, as a GPU harness has: it finds an error in
     any variant that calls the builtin `sum` (standing in for a kernel that reads out of bounds)."""
 
+    sanitizes = True
+
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         tools = {t: {"status": "clean", "errors": 0, "seconds": 0.0}
                  for t in ("memcheck", "racecheck", "synccheck", "initcheck")}

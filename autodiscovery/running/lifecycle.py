@@ -15,8 +15,8 @@ sanitizer (its findings turn the keep into a revert); the decision is written la
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from autodiscovery.campaign import Campaign
@@ -61,8 +61,9 @@ class Lifecycle:
     harness: Harness
     campaign: Campaign
     dry_run: bool = False
-    device: Callable[[], AbstractContextManager] = nullcontext
-    """Held around every use of a device (a measurement, a head-to-head, the sanitizer)."""
+    device: Callable[..., AbstractContextManager] = lambda first=False: nullcontext()
+    """Held around every use of a device (a measurement, a head-to-head, the sanitizer); `first=True`
+    for a decision's uses, which go before the measurements waiting for a device (`Devices`)."""
 
     def screen(self, cand: Candidate) -> Decided | None:
         """Refuse, before any build, a candidate whose launch cannot work for this problem (its end, as
@@ -123,15 +124,18 @@ class Lifecycle:
     def _head_to_head(self, cand: Candidate, build: BuildReport, inc: Candidate) -> Judgement:
         incumbent = (inc.source, self.harness.build(inc.source))  # cached: built when it was measured
         eval_id = self.ledger.begin(cand.id, EvalKind.head_to_head, inc.id)
-        with self.device():
+        with self.device(first=True):
             h2h = self.harness.head_to_head((cand.source, build), incumbent)
         self.ledger.finish(eval_id, cand.id, EvalKind.head_to_head, h2h, inc.id)
         return settle(h2h, self.campaign.stop)
 
     def _sanitize(self, cand: Candidate, build: BuildReport) -> str | None:
         """A candidate about to be kept, under the harness's memory and race checker (compute-sanitizer),
-        recorded as an evaluation of its own (kind `sanitize`): why it may not be kept, or None."""
-        with self.device():
+        recorded as an evaluation of its own (kind `sanitize`): why it may not be kept, or None. A harness
+        that checks nothing holds no device for it."""
+        if not self.harness.sanitizes:
+            return None
+        with self.device(first=True):
             out = self.harness.sanitize(cand.source, build)
         if out is not None:
             self.ledger.finish(None, cand.id, EvalKind.sanitize, out)
@@ -139,10 +143,30 @@ class Lifecycle:
 
 
 class Devices:
-    """`parallel` devices as a count: a measurement, a head-to-head or a sanitizer run holds one."""
+    """`parallel` devices as a count: a measurement, a head-to-head or a sanitizer run holds one. A
+    decision's use (`first`) takes the next device that frees before any measurement waiting for one:
+    the verdicts the agent's next proposals wait for come before the measurements of candidates
+    already proposed."""
 
     def __init__(self, parallel: int) -> None:
-        self.slots = threading.BoundedSemaphore(max(1, parallel))
+        self.free = max(1, parallel)
+        self.urgent = 0
+        self.changed = threading.Condition()
 
-    def __call__(self) -> AbstractContextManager:
-        return self.slots
+    @contextmanager
+    def __call__(self, first: bool = False) -> Iterator[None]:
+        with self.changed:
+            self.urgent += first
+            try:
+                self.changed.wait_for(lambda: self.free > 0 and (first or not self.urgent))
+            finally:
+                self.urgent -= first
+            self.free -= 1
+            if first:  # a measurement held back for it may go now, on a device left free
+                self.changed.notify_all()
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.free += 1
+                self.changed.notify_all()

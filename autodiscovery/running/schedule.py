@@ -244,8 +244,8 @@ class Scheduler:
     def _free(self) -> int:
         """Devices free for a measurement. On one device the decision being made holds it: the next
         candidate is measured against the incumbent of its turn, after any head-to-head, as a sequential
-        climb measures it. On several, a head-to-head or a sanitizer run takes the next free device
-        (`Lifecycle.device`)."""
+        climb measures it. On several, a head-to-head or a sanitizer run takes the next device that frees,
+        before the measurements waiting for one (`lifecycle.Devices`)."""
         reserved = self.parallel == 1 and self.deciding is not None
         return self.parallel - len(self.measuring) - reserved
 

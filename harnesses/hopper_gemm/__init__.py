@@ -49,6 +49,7 @@ class HopperGemmHarness(HarnessBase):
         self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
                                self.settings.nvcc_flags, self.settings.arch)
         self.build_workers = self.settings.build_workers
+        self.sanitizes = self.settings.sanitize
         self.sms = 132
         self.peak_tflops: float | None = None
         self.cluster_slots: dict[str, int] | None = None
