@@ -296,7 +296,7 @@ class HarnessBase:
         raise NotImplementedError(f"the {cls.name} harness does not write libraries")
 
     @classmethod
-    def manifest(cls, source: str) -> Any:
+    def manifest(cls, source: str) -> Manifest | None:
         """A candidate's launch manifest as this harness reads it, before any problem's sizes are applied;
         an AutoDiscoveryError (one line) where the source has none this harness can read. None: the
         harness reads no manifest (a whole program)."""
@@ -361,6 +361,14 @@ class HarnessBase:
         """How a configuration of a search space fits the campaign's problem, before anything is built (a
         `Fit`): the search agent starts a family where the fit is best. None: the harness has no model."""
         return None
+
+
+class Manifest(Protocol):
+    """A candidate's launch manifest as its harness reads it (`HarnessBase.manifest`): what the loop and
+    `autodiscovery check` read of it; the rest is the harness's own."""
+
+    requires: list[str]
+    """Conditions on the problem's sizes the kernel states it needs (`K % 64 == 0`)."""
 
 
 class Fit(Protocol):

@@ -83,7 +83,7 @@ def check_source(source: str, label: str, campaign: Campaign, harness=None) -> K
         report.add(False, "plan", f"at {problem}: {exc}")
         return report
     sizes = ", ".join(f"{k}={v}" for k, v in campaign.problem.names().items())
-    requires = list(getattr(manifest, "requires", None) or [])  # both manifests' field; none for a program
+    requires = list(manifest.requires) if manifest is not None else []  # none for a whole program
     held = f"; requires {', '.join(requires)} hold{'s' if len(requires) == 1 else ''}" if requires else ""
     report.add(True, "plan", f"launch plan at {problem}" + (f" ({sizes})" if sizes else "") + held)
     build = harness.build(source)
