@@ -49,7 +49,6 @@ class HopperGemmHarness(HarnessBase):
         self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
                                self.settings.nvcc_flags, self.settings.arch)
         self.build_workers = self.settings.build_workers
-        self.sanitizes = self.settings.sanitize
         self.sms = 132
         self.peak_tflops: float | None = None
         self.cluster_slots: dict[str, int] | None = None
@@ -67,6 +66,10 @@ class HopperGemmHarness(HarnessBase):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, pool=GpuPool())
+
+    @property
+    def sanitizes(self) -> bool:
+        return self.settings.sanitize
 
     @property
     def parallel(self) -> int:

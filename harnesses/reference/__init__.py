@@ -72,9 +72,12 @@ class ReferenceHarness(HarnessBase):
         self.cache_dir = cache if cache.is_absolute() else ROOT / cache
         self.cache = BuildCache(self.cache_dir, "kernel.cubin")
         self.build_workers = self.settings.build_workers
-        self.sanitizes = self.settings.sanitize
         self.sms = 132
         self._helpers: str | None = None
+
+    @property
+    def sanitizes(self) -> bool:
+        return self.settings.sanitize
 
     # ---- before anything runs -------------------------------------------------------------
     def preflight(self, need_gpu: bool = True) -> dict:
