@@ -132,7 +132,11 @@ class Agent(Protocol):
         """Up to `n` new proposals given everything tried so far; [] when it has nothing left."""
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
-        """The run's first candidate, every later one is measured from it."""
+        """The campaign's seed as a proposal."""
+
+    def opening(self, campaign: Campaign, history: History) -> list[Proposal]:
+        """A new run's first candidates (`history` holds none yet): the seed, or where the agent starts
+        instead."""
 
     def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
         """Called once the run exists, before the first proposal."""
@@ -173,6 +177,9 @@ class AgentBase:
         return Proposal(hypothesis="The seed: the starting point every change is measured from.",
                         source=campaign.seed_path().read_text(), proposer="seed",
                         family=campaign.seed_path().name.split(".")[0])
+
+    def opening(self, campaign: Campaign, history: History) -> list[Proposal]:
+        return [self.seed_proposal(campaign)]
 
     def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
         pass

@@ -56,7 +56,7 @@ def test_a_child_that_ends_without_a_result_crashed(job, why):
 def test_a_child_past_its_limit_is_killed_and_timed_out():
     out = run({"do": "sleep"}, timeout_s=1)
     assert out.status == EvalStatus.timeout
-    assert out.log == "killed after 1 s\na line the child printed"
+    assert out.log == "killed after 1 s without progress\na line the child printed"
     assert 1 <= out.seconds < 30
 
 

@@ -3,6 +3,8 @@ campaign: ready, or what this machine lacks for it (each harness's tools checked
 
 from __future__ import annotations
 
+from autodiscovery import campaign as campaigns
+
 import json
 
 import pytest
@@ -44,7 +46,7 @@ def test_doctor_checks_the_main_job_and_says_which_campaigns_are_ready(machine):
     assert said["hopper-gemm"] == "not ready, needs NVIDIA driver (libcuda), Hopper GPU (sm_90a)"
     assert said["softmax"] == "not ready, needs NVIDIA driver (libcuda), GPU and PyTorch (the problem probed)"
     assert said["edge-codesign"] == "ready"  # what it does not need (trace mode) does not count
-    assert len(said) == 9 and sorted(machine) == ["accelsim", "hopper_gemm", "reference"]  # once a harness
+    assert len(said) == len(campaigns.available()) > 9 and sorted(machine) == ["accelsim", "hopper_gemm", "reference"]  # once a harness
 
 
 def test_doctor_json_is_the_campaigns_tools(machine):

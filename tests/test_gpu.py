@@ -296,16 +296,37 @@ def test_profile_a_recorded_candidate_and_show_it(tmp_path, build_cache):
 
 
 def test_screening_stops_a_clearly_slower_candidate_early(harness):
-    """With a bar far above it, a candidate's timing ends after `screen_pairs` pairs; without, it runs on."""
+    """Far below its bar, a candidate is timed for `screen_far_pairs` pairs without warm-up; below it by
+    more than the slack, for `screen_pairs`; near or above it, to the full count."""
     space = Space("hopper_gemm")
     source = space.render("wgmma_tma", space.families["wgmma_tma"].default)
     build = harness.build(source)
-    short = harness.evaluate(source, build, bar=5.0)
-    assert short.status == "ok", short.log
+    far = harness.evaluate(source, build, bar=5.0)
+    assert far.status == "ok", far.log
+    assert far.metrics["screened"] | {"below": 0} == {"pairs": harness.settings.screen_far_pairs, "bar": 5.0,
+                                                       "below": 0, "far": True}
+    assert far.metrics["pairs"] == harness.settings.screen_far_pairs
+    short = harness.evaluate(source, build, bar=far.score * 1.15)
+    assert short.status == "ok" and not short.metrics["screened"]["far"], short.log
     assert short.metrics["screened"]["pairs"] == harness.settings.screen_pairs == short.metrics["pairs"]
     full = harness.evaluate(source, build, bar=short.score * 0.5)
     assert full.status == "ok" and "screened" not in full.metrics
     assert full.metrics["pairs"] > short.metrics["pairs"]
+
+
+def test_a_slow_first_candidate_is_known_from_its_gate_and_timed_for_two_pairs(tmp_path, build_cache):
+    """The naive seed at 2048×8192×8192 (tens of ms a launch): its gate's launches are its estimate, it is
+    far below cuBLAS, its bar as a run's first, so it is timed for two pairs, every launch checked."""
+    campaign = campaigns.load("hopper-gemm", ["problem.M=2048", "problem.N=8192", "problem.K=8192",
+                                              f"harness.cache_dir={build_cache}"])
+    h = HopperGemmHarness(campaign)
+    h.preflight()
+    source = campaign.seed_path().read_text()
+    out = h.evaluate(source, h.build(source), bar=1.0)
+    assert out.status == "ok", out.log
+    assert out.metrics["screened"]["far"] and out.metrics["pairs"] == 2
+    assert out.metrics["estimated_from_gate_ms"]["candidate"] > campaign.harness.sample_ms
+    assert out.metrics["checked_launches"]["candidate"] == campaign.harness.gate_draws + 2
 
 
 CLUSTER_VARIANTS = {

@@ -24,7 +24,8 @@ import dataclasses
 import functools
 import math
 import random
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -60,6 +61,15 @@ class SearchSettings(Strict):
     overlap: bool | None = None
     """Propose and build knob moves while the last candidates are measured (they then miss those
     verdicts; a structural move always waits for the verdicts before it); none: on."""
+    start: Literal["bottom", "top"] = "bottom"
+    """Where the run begins: `bottom`, the campaign's seed, then the climb up the ladder (the whole story);
+    `top`, what the warm start offers, else the highest rungs fitted to the problem, highest first (the
+    seed and the rungs below are measured only where those fail), so that a new problem gets a
+    competitive kernel first."""
+    kernels: list[str] = []
+    """Run databases to warm-start from besides the run's own (`warm_start`): file paths, or `shipped` for
+    the databases shipped under the project's docs/. Their kernels are re-checked and re-measured at
+    this problem like any candidate, never trusted."""
 
 
 
@@ -72,6 +82,39 @@ def _own_space(campaign: Campaign) -> str:
                          "(a folder holding families.yaml, under search_spaces/ or beside the campaign), or "
                          "propose with --agent llm")
     return harness.space
+
+
+def kernel_stores(names: list[str]) -> list:
+    """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
+    else the project's), `shipped` for every database under the project's docs/ at today's schema."""
+    from autodiscovery import ROOT
+    from autodiscovery.store import Store, StoreError
+
+    out = []
+    for name in names:
+        if name == "shipped":
+            for path in sorted((ROOT / "docs").glob("**/*.db")):
+                try:
+                    out.append(Store(path, create=False, read_only=True))
+                except StoreError:  # an older schema: the co-design runs, which hold no GEMM kernels
+                    continue
+            continue
+        path = Path(name) if Path(name).exists() else ROOT / name
+        try:
+            out.append(Store(path, create=False, read_only=True))
+        except StoreError as exc:
+            raise SpaceError(f"agent.search.kernels: {name}: {exc}") from None
+    return out
+
+
+def _named(store) -> str:
+    """A kernel database as a hypothesis names it: its path within the project, or its file's name."""
+    from autodiscovery import ROOT
+
+    path = Path(store.shown.removeprefix("sqlite:///"))
+    if not path.is_absolute():
+        return store.shown
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
 def _settings(knobs: dict[str, Any]) -> str:
@@ -95,6 +138,8 @@ class SearchAgent(AgentBase):
         self.devices = 1
         self.shape = campaign.problem.names()
         self.warm_start = s.warm_start
+        self.kernels = kernel_stores(s.kernels)  # a database that cannot be read is refused now
+        self.start = s.start
         self.problem = campaign.problem.model_dump(mode="json")
         self.harness_name = campaign.harness.name
         self.fits = ShapeOrder(self.space, self.shape)
@@ -104,8 +149,10 @@ class SearchAgent(AgentBase):
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
         self.fits.harness = harness
         self.devices = harness.parallel
-        if store is not None and self.warm_start:
-            self.warm = self.warm_moves(self.recorded_bests(store, run_id, fingerprint))
+        if self.warm_start:
+            sources = [(store, run_id)] if store is not None else []
+            sources += [(kernels, None) for kernels in self.kernels]
+            self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
         if self.batch_setting is None:
             self.batch = max(4, harness.parallel)
 
@@ -114,18 +161,41 @@ class SearchAgent(AgentBase):
         seed.family = self.space.family_of_source(seed.source)
         return seed
 
+    def opening(self, campaign: Campaign, history: History) -> list[Proposal]:
+        """The run's first candidates: the seed (`start: bottom`), or what the warm start offers, else the
+        highest rungs fitted to the problem (`start: top`)."""
+        if self.start == "bottom":
+            return [self.seed_proposal(campaign)]
+        return self.propose(history, self.batch) or [self.seed_proposal(campaign)]
+
     # ---- warm start --------------------------------------------------------------------------
-    def recorded_bests(self, store, run_id: int, fingerprint: dict) -> list[tuple[str, dict[str, Any], str]]:
+    def recorded_bests(self, sources: list, fingerprint: dict) -> list[tuple[str, dict[str, Any], str]]:
         """(family, knobs, where it comes from) of the best candidates of the `warm_start` runs nearest this
         problem (the sum of |log| of the size ratios) among those of the same harness, the same problem
-        but for its sizes, on the same GPU, whose best is a configuration of this space."""
+        but for its sizes, on the same GPU, whose best is a configuration of this space. `sources`: (store,
+        the run to leave out) for the run's own database and each kernel database."""
+        found = []
+        for store, run_id in sources:
+            found += self._bests_in(store, run_id, fingerprint)
+        out, seen = [], set()
+        for distance, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
+            if (family, canon(knobs)) in seen:
+                continue
+            seen.add((family, canon(knobs)))
+            out.append((family, knobs, where))
+            if len(out) == self.warm_start:
+                break
+        return out
+
+    def _bests_in(self, store, run_id: int | None, fingerprint: dict) -> list[tuple]:
         from autodiscovery.store import Run
 
         sizes = set(self.shape)
         fixed = {k: v for k, v in self.problem.items() if k not in sizes}
+        named = "" if run_id is not None else f" in {_named(store)}"
         found = []
         with store.session() as s:
-            for run in s.query(Run).filter(Run.id != run_id, Run.best_candidate_id.is_not(None)):
+            for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
                 config, best = run.config or {}, run.best
                 problem = config.get("problem") or {}
                 if ((config.get("harness") or {}).get("name") != self.harness_name or run.fingerprint.get("dry_run")
@@ -137,19 +207,12 @@ class SearchAgent(AgentBase):
                 if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
                     continue
                 distance = sum(abs(math.log(problem[k] / v)) for k, v in self.shape.items())
-                score = (best.measurement.metrics if best.measurement else {})
+                metrics = best.measurement.metrics if best.measurement else {}
+                there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
                 where = "×".join(str(problem[k]) for k in self.shape)
-                found.append((distance, run.id, fam.name, {**fam.default, **best.knobs}, where, score))
-        out, seen = [], set()
-        for distance, rid, family, knobs, where, metrics in sorted(found, key=lambda f: f[:2]):
-            if (family, canon(knobs)) in seen:
-                continue
-            seen.add((family, canon(knobs)))
-            there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
-            out.append((family, knobs, f"the best of run {rid} at {where}{there}"))
-            if len(out) == self.warm_start:
-                break
-        return out
+                found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
+                              f"the best of run {run.id}{named} at {where}{there}"))
+        return found
 
     def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
@@ -219,9 +282,11 @@ class SearchAgent(AgentBase):
                    for family, knobs, _ in self.warm)
 
     def _due(self, history: History, rung: int) -> list[Family]:
-        """The structural moves due with the incumbent at `rung`: the untried families above it."""
+        """The structural moves due with the incumbent at `rung`: the untried families above it, the
+        nearest first; with no incumbent yet on a run that starts at the top, the highest first."""
         families = {r.family for r in history.records}
-        return [f for f in self.space.ladder() if f.rung > rung and f.name not in families]
+        due = [f for f in self.space.ladder() if f.rung > rung and f.name not in families]
+        return due[::-1] if self.start == "top" and history.incumbent is None else due
 
     def propose(self, history: History, n: int) -> list[Proposal]:
         history = self.completed(history)

@@ -37,12 +37,14 @@ def judge(outcome: Outcome, incumbent: float | None, objective: Objective, stop:
     score = outcome.score if outcome.score is not None else objective.read(outcome.metrics)
     if outcome.status != EvalStatus.ok:
         return Judgement(Ruling.revert, f"{outcome.status}: {first_line(outcome.log)}")
-    if screened := outcome.metrics.get("screened"):
+    screened = outcome.metrics.get("screened")
+    if incumbent is None:  # the first to pass is kept whatever it measures: a screened figure says so
+        short = f", timed for {screened['pairs']} pairs: below {objective.reference_name or 'the baseline'}" \
+            if screened else ""
+        return Judgement(Ruling.keep, f"first candidate to pass the gate ({objective.format(score)}{short})")
+    if screened:
         return Judgement(Ruling.revert, f"screened out after {screened['pairs']} pairs: {objective.format(score)} is "
-                                        f"clearly below the incumbent's {objective.format(incumbent)}"
-                         if incumbent is not None else f"screened out after {screened['pairs']} pairs")
-    if incumbent is None:
-        return Judgement(Ruling.keep, f"first candidate to pass the gate ({objective.format(score)})")
+                                        f"clearly below the incumbent's {objective.format(incumbent)}")
     if not objective.better(score, incumbent, margin):
         return Judgement(Ruling.revert, f"{objective.format(score)} does not beat the incumbent's "
                                         f"{objective.format(incumbent)} by more than {margin * 100:.3g}%")

@@ -85,7 +85,7 @@ class Lifecycle:
             self.ledger.built(cand.id, build_id)
             return Measured(cand, build, None)
         inc = self.ledger.history().incumbent  # read before the write below: usually kept from the last step
-        bar = inc.score if inc is not None else None
+        bar = inc.score if inc is not None else self.harness.objective.reference  # the first: the baseline's
         eval_id = self.ledger.begin(cand.id, kind)
         with self.device():
             outcome = assess(self.harness, cand.source, build, bar)

@@ -24,7 +24,7 @@ from autodiscovery.interfaces import Agent, Harness, Outcome, Proposal, Record
 from autodiscovery.running import lease
 from autodiscovery.running.decide import STOPPED, stop_reason
 from autodiscovery.running.lease import Stop
-from autodiscovery.running.ledger import FAILED, Ledger, counted, source_hash
+from autodiscovery.running.ledger import Ledger, counted, source_hash
 from autodiscovery.running.lifecycle import Decided, Devices, Lifecycle
 from autodiscovery.running.schedule import Scheduler
 from autodiscovery.store import (
@@ -69,7 +69,7 @@ class Loop:
     started: Callable[[int], None] | None = None
     """Called with the run id as soon as the run exists (so an interrupted start can name it)."""
     seed: Proposal | None = None
-    """A new run's first candidate; none: the agent's seed proposal."""
+    """A new run's first candidate (a recorded one it continues, `--from`); none: the agent's opening."""
     parent_id: int | None = None
     """The suite a new run tunes one problem of."""
 
@@ -96,6 +96,8 @@ class Loop:
         except BaseException:
             self._close(RunStatus.interrupted, "interrupted")
             raise
+        if reason != STOPPED and not self.dry_run and (none := self._none_passed()):
+            reason = f"failed: {none} ({reason})"
         self._close(RunStatus.failed if reason.startswith("failed") else RunStatus.interrupted if reason == STOPPED
                     else RunStatus.finished, reason)
         self.display.stopped(reason)
@@ -103,7 +105,7 @@ class Loop:
 
     def _iterate(self) -> str:
         if not self.ledger.candidates():
-            self._record([self.seed or self.agent.seed_proposal(self.campaign)])
+            self._record([self.seed] if self.seed else self.agent.opening(self.campaign, self.ledger.history()))
         for cand in self.ledger.candidates():  # measured by an earlier process, not decided
             if (measured := self.life.recovered(cand)) is not None:
                 self._finished(self.life.decide(measured))
@@ -115,16 +117,18 @@ class Loop:
 
     # ---- what the scheduler asks of the loop ----------------------------------------------
     def _stop_reason(self) -> str | None:
-        return self._seed_failed() or stop_reason(self.ledger.history(), self.campaign, self.elapsed(),
-                                                  self.ledger.llm_usage(), self.stop.requested, self.dry_run)
+        return stop_reason(self.ledger.history(), self.campaign, self.elapsed(), self.ledger.llm_usage(),
+                           self.stop.requested, self.dry_run)
 
-    def _seed_failed(self) -> str | None:
-        first = self.ledger.history().records[0]  # kept between writes: no read while nothing changed
-        if first.status not in FAILED and first.status != CandidateStatus.rejected:
+    def _none_passed(self) -> str | None:
+        """Why the run ends with no kernel, where no candidate passed: what became of its first (a seed
+        that fails or times out does not end a run while the agent has candidates left: it goes on)."""
+        if self.ledger.history().incumbent is not None or not self.ledger.candidates():
             return None
-        seed = self.ledger.candidates()[0]
-        ev = seed.measurement or (seed.evaluations[-1] if seed.evaluations else None)
-        return f"failed: the seed did not pass ({seed.status}): {first_line(ev.log if ev else '')}"
+        first = self.ledger.candidates()[0]
+        ev = first.measurement or (first.evaluations[-1] if first.evaluations else None)
+        return (f"no candidate passed; the first ({first.proposer}, #{first.seq}) ended {first.status}: "
+                f"{first_line(ev.log if ev else '') or 'no evaluation'}")
 
     def _record(self, proposals: list[Proposal]) -> tuple[list[Candidate], int]:
         """The proposals as candidates (the same kernel twice is never evaluated twice): the new ones to

@@ -93,13 +93,13 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
         raise AutoDiscoveryError(f"campaign '{campaign.name}' is a suite: it runs with `autodiscovery run --campaign`, "
                                  "a run for each of its problems (--from starts one run)")
     harness, agent = prepare(campaign, harness)
-    seed = seed or agent.seed_proposal(campaign)
+    first = seed or agent.seed_proposal(campaign)
     if dry_run:  # all a GPU is not needed for: the seed's manifest, plan, build, and the cubin's kernels
-        checked = check_source(seed.source, f"seed {from_ or campaign.seed}", campaign, harness)
+        checked = check_source(first.source, f"seed {from_ or campaign.seed}", campaign, harness)
         if not checked.ok:
             raise CheckFailed(checked.failure())
     else:
-        harness.check(seed.source)  # a shape the seed cannot take is refused now
+        harness.check(first.source)  # a shape the seed cannot take is refused now
     fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
     loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),

@@ -12,7 +12,9 @@ read), each with the tail of what the child printed.
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -28,9 +30,12 @@ from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import tail
 
-JOB, RESULT = "job.json", "result.json"
+JOB, RESULT, PROGRESS = "job.json", "result.json", "progress"
 GRACE_S = 30.0
 """How long a child outlives its limit by its own deadline, should the parent never kill it."""
+BEAT = "AUTODISCOVERY_PROGRESS"
+"""The environment variable that names the file a child touches as it makes progress (`beat`), and its
+own deadline after each: `PATH:SECONDS`."""
 
 
 # ---- the parent's side ------------------------------------------------------------------------------
@@ -65,10 +70,15 @@ def run(worker: str, job: dict, timeout_s: float, env: Mapping[str, str], prefix
     profiler). An answering child's log is its own, then the last `lines` it printed (none where it
     said `ok` and `quiet_ok`). The outcome has no device: the harness knows where it ran."""
     with posted(job) as folder:
-        done = run_child([*prefix, *command(worker, folder)], ROOT, dict(env), timeout_s, grace_s=GRACE_S)
+        progress = folder / PROGRESS
+        beat = {BEAT: f"{progress}:{math.ceil(timeout_s + GRACE_S)}"}
+        done = run_child([*prefix, *command(worker, folder)], ROOT, dict(env) | beat, timeout_s, grace_s=GRACE_S,
+                         progress=progress)
         printed = tail(done.output)
         if done.timed_out:
-            return Outcome(EvalStatus.timeout, log=f"killed after {timeout_s:g} s\n{printed}", seconds=done.seconds)
+            since = "" if done.seconds < timeout_s + 1 else f" ({done.seconds:.0f} s in all)"
+            return Outcome(EvalStatus.timeout, log=f"killed after {timeout_s:g} s without progress{since}\n{printed}",
+                           seconds=done.seconds)
         try:
             wrote = read_result(folder / RESULT)
         except FileNotFoundError:
@@ -93,6 +103,17 @@ def read_result(path: Path) -> dict:
 
 
 # ---- the child's side -------------------------------------------------------------------------------
+def beat() -> None:
+    """A sign of progress to the parent (a launch finished, say): its limit, and this process's own
+    deadline, count from now. Nothing where the parent watches for none."""
+    where = os.environ.get(BEAT)
+    if not where:
+        return
+    path, _, deadline = where.rpartition(":")
+    Path(path).touch()
+    signal.alarm(int(deadline))
+
+
 def result(status: str, log: str = "", metrics: dict | None = None) -> dict:
     """A result as a worker writes it."""
     return {"status": status, "metrics": metrics or {}, "log": log}

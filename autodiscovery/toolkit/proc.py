@@ -52,22 +52,46 @@ class Finished:
 
 
 def run_child(cmd: list[str], cwd: str | Path, env: dict[str, str], timeout_s: float,
-              grace_s: float = 60.0) -> Finished:
+              grace_s: float = 60.0, progress: Path | None = None) -> Finished:
     """Run a command in a process group of its own, tethered to this process (it dies with it, and by
     itself `grace_s` after the limit should this process never kill it), and killed whole at `timeout_s`;
-    if this process is interrupted meanwhile, the child's group is killed before the interruption goes on."""
+    if this process is interrupted meanwhile, the child's group is killed before the interruption goes on.
+
+    With `progress` (a file the child touches as it makes progress, `child.beat`), the limit counts from
+    the child's last sign of progress, not from its start: a child that keeps making progress runs as long
+    as it needs, one that stops is killed `timeout_s` after its last sign."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace", start_new_session=True, preexec_fn=tethered(timeout_s + grace_s))
     try:
-        output, _ = proc.communicate(timeout=timeout_s)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        code = None
+        output, code = _wait(proc, timeout_s, progress)
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         raise
     return Finished(code, output or "", round(time.perf_counter() - start, 3))
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, progress: Path | None) -> tuple[str, int | None]:
+    """What the child printed and its exit code, or None where it was killed at its limit."""
+    last = time.time()
+    while True:
+        last = max(last, _touched(progress))
+        left = timeout_s - (time.time() - last)
+        if left <= 0:
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            return output, None
+        try:
+            output, _ = proc.communicate(timeout=min(left, 1.0) if progress is not None else left)
+            return output, proc.returncode
+        except subprocess.TimeoutExpired:  # retried: no output is lost
+            continue
+
+
+def _touched(progress: Path | None) -> float:
+    """When the child last showed progress (0: never, or no file to show it in)."""
+    try:
+        return progress.stat().st_mtime if progress is not None else 0.0
+    except FileNotFoundError:
+        return 0.0

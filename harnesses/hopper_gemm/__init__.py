@@ -226,11 +226,10 @@ class HopperGemmHarness(HarnessBase):
     # ---- measurements ---------------------------------------------------------------------
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         """Gate the candidate, then time it against cuBLAS, interleaved, in a fresh child. With `bar`
-        (the × cuBLAS to beat), timing stops after `screen_pairs` pairs if the candidate is more than
-        `screen_slack` below it: a screened measurement, enough to revert, never to keep."""
-        s = self.settings
-        below = bar * (1 - s.screen_slack) if bar and s.screen_pairs else None
-        out = self._measure("benchmark", {"candidate": (source, build)}, screen_below=below)
+        (the × cuBLAS to clear: the incumbent's, or cuBLAS's 1 for a run's first), a candidate below it
+        is timed for fewer pairs (`screen.py`): a screened measurement, enough to revert, never to keep
+        against an incumbent."""
+        out = self._measure("benchmark", {"candidate": (source, build)}, bar=bar)
         if out.status == EvalStatus.ok and (fitted := self.fit(source)) is not None:
             out.metrics["fit"] = fitted.as_dict()  # the model's view of the shape, beside what was measured
         return out

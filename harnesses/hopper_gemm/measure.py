@@ -28,9 +28,10 @@ from collections.abc import Callable
 import cupy as cp
 import numpy as np
 
-from autodiscovery.toolkit import guard
+from autodiscovery.toolkit import child, guard
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Kernel
 from harnesses.hopper_gemm.helpers import Helpers
+from harnesses.hopper_gemm.screen import Screen, plan
 from harnesses.hopper_gemm.verdict import (  # noqa: F401  (the names callers take from here)
     COLUMNS,
     DISTRIBUTIONS,
@@ -205,13 +206,16 @@ class Bench:
 
     # ---- the gate -----------------------------------------------------------------------
     def gate(self, kernel: Kernel, name: str, draws: int, tolerance: Tolerance) -> list[dict]:
-        """`draws` launches on fresh inputs, cycling through the distributions; each launch checked.
+        """`draws` launches on fresh inputs, cycling through the distributions; each launch checked and
+        timed (its "ms": a slow kernel's estimate, `screen.slow_estimate`). One draw at a time, each
+        a sign of progress to the parent (`child.beat`): a slow kernel is never taken for a hung one.
 
         Raises GateFailure with the reason of the first failing draw.
         """
         first = len(self.checks)
         nslots = min(self.max_slots, 2)
         dependent = bool(kernel.launch.get("pdl"))
+        launched: list[tuple[cp.cuda.Event, cp.cuda.Event, bool]] = []
         for d in range(draws):
             draw = Draw(d % nslots, self.seed(), d % len(DISTRIBUTIONS))
             self.prepare(draw)
@@ -219,16 +223,22 @@ class Bench:
             self.helpers.smem_poison(self.info.max_smem_optin)  # shared memory never written reads as NaN
             if late:  # every other draw: the inputs arrive from the kernel before, late
                 self.arrive_late(draw.slot)
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            e0.record(self.stream)
             try:
                 kernel(kernel.bind(*self.slot(draw.slot)))
             finally:
+                e1.record(self.stream)
                 if late:
                     self.release_upstream()
             self.check(draw.slot, name, "dependent" if late else "gate", d)
+            launched.append((e0, e1, late))
+            self.stream.synchronize()
+            child.beat()
         out = []
-        for c, r in self.results(tolerance)[first:]:
-            late = {"dependent": True} if c.phase == "dependent" else {}
-            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]} | late)
+        for (c, r), (e0, e1, late) in zip(self.results(tolerance)[first:], launched):
+            ms = {} if late else {"ms": round(cp.cuda.get_elapsed_time(e0, e1), 4)}  # late: waited for upstream
+            out.append(r | {"draw": c.index, "dist": DISTRIBUTIONS[c.dist]} | ms | ({"dependent": True} if late else {}))
             if not r["ok"]:
                 raise GateFailure(failure(c, r, tolerance))
         return out
@@ -312,16 +322,19 @@ class Bench:
         return e0, e1
 
     def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
-                   budget_s: float, screen: tuple[int, Callable[[np.ndarray], bool]] | None = None,
-                   ) -> tuple[np.ndarray, list[int], bool]:
+                   budget_s: float, screen: Screen | None = None, known_ms: dict[str, float] | None = None,
+                   ) -> tuple[np.ndarray, list[int], str | None]:
         """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel], the
-        launches per sample, and whether the screen stopped the timing early.
+        launches per sample, and why the screen stopped the timing early (None: it did not).
 
         Each sample repeats one kernel on fresh inputs until it lasts about `sample_ms` (as many
         launches as the pool has slots at most); warm-up samples run for about `warmup_ms` first so
         clocks and power settle. Slow kernels get fewer pairs (at least 10) so that timing stays
-        within about `budget_s`. Candidates' launches are all checked (see `results`). With `screen`
-        (pairs, verdict), timing stops after that many pairs when verdict(times so far) is true.
+        within about `budget_s`. Candidates' launches are all checked (see `results`). `known_ms`: a
+        kernel's time known already (its gate's launches, where they are slow), so no launch is spent
+        estimating it. With `screen` (the first kernel the candidate, the second the baseline), timing
+        stops early where the screen says (`screen.py`); a candidate whose first launches are far below
+        its bar gets no warm-up.
         """
         names = list(kernels)
         run = self.launchers(kernels)
@@ -334,19 +347,24 @@ class Bench:
             return events
 
         est = []
-        for k in range(len(names)):
+        for k, name in enumerate(names):
+            if known_ms and name in known_ms:
+                est.append(known_ms[name])
+                continue
             sample(k, 1, "estimate")
             e0, e1 = sample(k, 2, "estimate")
             e1.synchronize()
             est.append(max(cp.cuda.get_elapsed_time(e0, e1) / 2, 1e-3))
-        most = self.max_slots
-        inner = [int(min(most, max(1, math.ceil(sample_ms / t)))) for t in est]
-        per_pair_ms = sum(n * t for n, t in zip(inner, est))
-        rounds = int(min(1000, math.ceil(warmup_ms / per_pair_ms)))
-        for _ in range(rounds):
+        child.beat()
+        timing = plan(est, sample_ms, warmup_ms, reps, budget_s, self.max_slots, screen)
+        inner = timing.inner
+        for _ in range(timing.warmup_rounds):
             for k in range(len(names)):
                 sample(k, inner[k], "warmup", est[k] / 1e3)
-        reps = int(max(10, min(reps, budget_s * 1000 // per_pair_ms)))
+            if timing.slow:
+                self.stream.synchronize()
+                child.beat()
+        reps = timing.reps
         events = [[None] * len(names) for _ in range(reps)]
 
         def read(rows: list) -> np.ndarray:
@@ -358,9 +376,12 @@ class Bench:
             order = range(len(names)) if r % 2 == 0 else reversed(range(len(names)))
             for k in order:
                 events[r][k] = sample(k, inner[k], "timed", est[k] / 1e3)
-            if screen and r + 1 == screen[0] < reps and screen[1](read(events[:r + 1])):
-                return read(events[:r + 1]), inner, True
-        return read(events), inner, False
+            if timing.slow:
+                self.stream.synchronize()
+                child.beat()
+            if r + 1 in timing.stops and r + 1 < reps and (why := screen.stops(read(events[:r + 1]), timing.far)):
+                return read(events[:r + 1]), inner, why
+        return read(events), inner, None
 
 
 def arena(buffers: list[tuple[str, tuple[int, ...]]]) -> tuple[cp.ndarray, list[cp.ndarray], list[cp.ndarray]]:

@@ -70,13 +70,21 @@ class Settings(Strict):
     timing_budget_s: float = Field(4.0, gt=0)
     """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
     screen_pairs: int = Field(10, ge=0)
-    """Screening: after this many timed pairs a candidate clearly below the incumbent stops (0: never)."""
+    """Screening: after this many timed pairs a candidate clearly below its bar (the incumbent's × cuBLAS,
+    or cuBLAS for a run's first candidate) stops (0: never)."""
     screen_slack: float = Field(0.04, ge=0, lt=1)
-    """Screening: how far below the incumbent's × cuBLAS the short measurement's median must be."""
+    """Screening: how far below the bar the short measurement's median must be."""
+    screen_far: float = Field(0.5, gt=0, lt=1)
+    """Screening: a candidate whose first launches run at less than this fraction of its bar is far below
+    it: timed for `screen_far_pairs` pairs without warm-up, and stopped there if every pair is too."""
+    screen_far_pairs: int = Field(2, ge=0)
+    """Screening: the pairs a candidate far below its bar is timed for (0: no such screen)."""
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     """Confidence level of the interval on the median ratio."""
     timeout_s: float = Field(120.0, gt=0)
-    """Hard limit for one evaluation's child process (the child is killed after it)."""
+    """How long an evaluation's child may go without progress (a launch of the gate or a timed pair
+    finished) before it is killed as hung: a slow kernel that keeps finishing its launches is never
+    killed for being slow."""
     nvcc: str = "nvcc"
     """The CUDA compiler: a name on PATH or a path."""
     ncu: str = "ncu"

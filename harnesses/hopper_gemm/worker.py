@@ -132,6 +132,7 @@ def benchmark(job: dict) -> dict:
         failure,
     )
     from harnesses.hopper_gemm.power import PowerSampler
+    from harnesses.hopper_gemm.screen import Screen, slow_estimate
 
     s, (M, N, K) = job["settings"], job["shape"]
     tol = Tolerance.of(s, K)
@@ -161,13 +162,20 @@ def benchmark(job: dict) -> dict:
     t_gate = elapsed(t)
     t = time.perf_counter()
     order = list(kernels) + (["cublas"] if job["mode"] == "benchmark" else []) + [bench.other_kind] * both
+    bar = job.get("bar")
+    screen = Screen(bar, s["screen_pairs"], s["screen_slack"], s["screen_far"], s["screen_far_pairs"]) \
+        if bar and job["mode"] == "benchmark" else None
+    known = {n: ms for n, g in metrics["gate"].items()
+             if (ms := slow_estimate([d["ms"] for d in g if "ms" in d], s["sample_ms"])) is not None}
     with PowerSampler(info.pci_bus_id) as sampler:
-        below = job.get("screen_below")
-        screen = (s["screen_pairs"], lambda t: float(np.median(t[:, 1] / t[:, 0])) < below) if below else None
         times, inner, screened = bench.interleave({n: kernels.get(n) for n in order}, s["repetitions"],
-                                                  s["warmup_ms"], s["sample_ms"], s["timing_budget_s"], screen)
+                                                  s["warmup_ms"], s["sample_ms"], s["timing_budget_s"], screen,
+                                                  known)
     if screened:
-        metrics["screened"] = {"pairs": len(times), "below": round(below, 5)}
+        metrics["screened"] = {"pairs": len(times), "bar": round(bar, 5), "below": round(screen.limit(screened), 5),
+                               "far": screened == "far"}
+    if known:
+        metrics["estimated_from_gate_ms"] = known
     results = bench.results(tol)
     checked = [(c, r) for c, r in results if c.phase not in GATE_PHASES]
     t_time = elapsed(t)

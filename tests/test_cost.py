@@ -1,0 +1,135 @@
+"""A measurement costs what it can decide: the timing's plan from the first launches, the screens that
+stop it early, and the limit an evaluation child runs under (no GPU: the plan and the screens are
+arithmetic on times; the child is a real process)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from autodiscovery.toolkit import child
+from harnesses.hopper_gemm.screen import Screen, plan, slow_estimate
+from harnesses.hopper_gemm.settings import Settings
+
+S = Settings()
+GATE_DRAWS = S.gate_draws
+NAIVE_MS = 8500.0  # the naive seed at 8192×57344×8192 on an H100, a launch
+CUBLAS_MS = 11.0  # cuBLAS there
+
+
+def screen(bar: float = 1.0) -> Screen:
+    return Screen(bar, S.screen_pairs, S.screen_slack, S.screen_far, S.screen_far_pairs)
+
+
+def cost_s(candidate_ms: float, baseline_ms: float, bar: float | None, known: bool) -> float:
+    """What an evaluation's GPU work costs by the plan: the gate, the estimates, the warm-up and the
+    pairs up to where the screen stops them (every pair of a slow kernel as slow as its estimate)."""
+    sc = screen(bar) if bar else None
+    est = [candidate_ms, baseline_ms]
+    p = plan(est, S.sample_ms, S.warmup_ms, S.repetitions, S.timing_budget_s, 8, sc)
+    gate = GATE_DRAWS * candidate_ms
+    estimates = (0 if known else 3 * candidate_ms) + 3 * baseline_ms
+    pair = sum(n * t for n, t in zip(p.inner, est))
+    times = np.array([[candidate_ms, baseline_ms]] * p.reps)
+    pairs = next((n for n in sorted(p.stops) if n < p.reps and sc.stops(times[:n], p.far)), p.reps)
+    return (gate + estimates + (p.warmup_rounds + pairs) * pair) / 1e3
+
+
+def test_a_seed_that_would_take_minutes_is_decided_within_the_limit():
+    """The naive seed at 8192×57344×8192: timed as any candidate (its own estimate, a warm-up round, at
+    least 10 pairs) it would take minutes, past the evaluation's limit; known from its gate's launches
+    and far below cuBLAS, it takes its gate and two pairs."""
+    before = cost_s(NAIVE_MS, CUBLAS_MS, None, known=False)
+    now = cost_s(NAIVE_MS, CUBLAS_MS, 1.0, known=True)
+    assert before > 2.5 * 60 and before > S.timeout_s > now
+    assert now == pytest.approx((GATE_DRAWS + 2) * NAIVE_MS / 1e3, rel=0.01)
+
+
+def test_a_candidate_near_its_bar_is_timed_to_the_full_count():
+    p = plan([1.02, 1.0], S.sample_ms, S.warmup_ms, S.repetitions, S.timing_budget_s, 8, screen(1.0))
+    assert not p.far and p.warmup_rounds > 0 and p.reps == S.repetitions
+    times = np.array([[1.02, 1.0]] * S.screen_pairs)
+    assert screen(1.0).stops(times, far=False) is None  # 0.98×: within the slack of the bar
+
+
+def test_far_below_stops_after_its_pairs_only_if_every_pair_is_far_below():
+    """A kernel slow on its first launches only (the estimate says far below, its pairs do not) is timed
+    on; the screen reads the pairs, never the first launches alone."""
+    sc = screen(1.0)
+    assert sc.far_from([10.0, 1.0])
+    slow_then_fast = np.array([[10.0, 1.0], [0.9, 1.0]])
+    assert sc.stops(slow_then_fast, far=True) is None
+    slow = np.array([[10.0, 1.0], [9.0, 1.0]])
+    assert sc.stops(slow, far=True) == "far"
+    assert sc.limit("far") == pytest.approx(S.screen_far)
+
+
+def test_a_kernel_fast_on_its_first_launches_only_is_timed_to_the_full_count():
+    """Its estimate is near the bar, so no far screen and a warm-up; the median of all its pairs decides,
+    and a median below the bar less the slack is screened out at `screen_pairs`."""
+    sc = screen(1.0)
+    p = plan([1.0, 1.0], S.sample_ms, S.warmup_ms, S.repetitions, S.timing_budget_s, 8, sc)
+    assert not p.far and p.stops == {S.screen_pairs}
+    fast_then_slow = np.array([[1.0, 1.0]] * 2 + [[3.0, 1.0]] * (S.screen_pairs - 2))
+    assert sc.stops(fast_then_slow[:2], far=False) is None
+    assert sc.stops(fast_then_slow, far=False) == "below"
+
+
+def test_the_gate_times_of_a_slow_kernel_are_its_estimate():
+    """The median of the gate's launches, so neither a slow first launch nor a fast one decides it."""
+    assert slow_estimate([9000.0, 8500.0, 8400.0, 8600.0, 8500.0], S.sample_ms) == 8500.0
+    assert slow_estimate([50.0, 0.01, 0.01, 0.01, 0.01], S.sample_ms) is None  # fast but for its first
+    assert slow_estimate([0.01, 0.01, 9.0, 9.0, 9.0], S.sample_ms) == 9.0
+    assert slow_estimate([], S.sample_ms) is None
+
+
+WORKER = """
+import sys, time
+from autodiscovery.toolkit import child
+job = __import__("json").load(open(sys.argv[1]))
+for _ in range(job["beats"]):
+    time.sleep(job["every"])
+    child.beat()
+time.sleep(job["then"])
+child.write_result(__import__("pathlib").Path(sys.argv[2]), child.result("ok", metrics={"slept": 1}))
+"""
+
+
+@pytest.fixture()
+def worker(tmp_path, monkeypatch):
+    (tmp_path / "beating_worker.py").write_text(textwrap.dedent(WORKER))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "beating_worker"
+
+
+def env(tmp_path) -> dict:
+    import os
+
+    return child.environment() | {"PYTHONPATH": os.pathsep.join([str(tmp_path), child.environment()["PYTHONPATH"]])}
+
+
+def test_a_child_that_keeps_making_progress_is_never_killed_for_being_slow(worker, tmp_path):
+    t = time.perf_counter()
+    out = child.run(worker, {"beats": 8, "every": 0.25, "then": 0.0}, 1.0, env(tmp_path))
+    assert out.status == "ok" and time.perf_counter() - t > 1.5  # twice its limit, in all
+
+
+def test_a_child_that_stops_making_progress_is_killed_its_limit_after_the_last_sign(worker, tmp_path):
+    out = child.run(worker, {"beats": 3, "every": 0.2, "then": 30.0}, 1.0, env(tmp_path))
+    assert out.status == "timeout" and out.log.startswith("killed after 1 s without progress")
+    assert 1.4 < out.seconds < 10
+
+
+def test_a_child_without_progress_is_killed_at_its_limit(worker, tmp_path):
+    out = child.run(worker, {"beats": 0, "every": 0, "then": 30.0}, 1.0, env(tmp_path))
+    assert out.status == "timeout" and out.seconds < 10
+
+
+def test_beat_does_nothing_where_no_parent_watches(monkeypatch):
+    monkeypatch.delenv(child.BEAT, raising=False)
+    child.beat()
+    assert sys.modules["autodiscovery.toolkit.child"] is child

@@ -1,0 +1,129 @@
+"""Where a run starts and what ends it: a seed that fails or times out does not end a run while the
+agent has candidates left; a run may start at the top of the ladder, or from the best kernels recorded
+for the nearest problems in any run database, each re-checked and re-measured here; a suite tunes its
+problems in the order that warms each from the nearest tuned before it."""
+
+from __future__ import annotations
+
+from replay import ReplayHarness, key
+from shapes import record_run
+from sqlalchemy import select
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.search import SearchAgent
+from autodiscovery.running.loop import Loop
+from autodiscovery.running.suite import order
+from autodiscovery.store import Candidate, EvalKind, Run, Store
+
+TIMEOUT = {"status": "timeout", "log": "killed after 120 s without progress"}
+GPU = "Replayed NVIDIA H100"
+
+
+def run(campaign, store, **harness_kw) -> tuple[int, list[Candidate], ReplayHarness]:
+    agent = SearchAgent(campaign)
+    harness = ReplayHarness(agent.space, **harness_kw)
+    run_id = Loop(campaign, store, harness, agent, workers=2).start(dict(harness.fingerprint))
+    with store.session() as s:
+        cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
+        for c in cands:
+            _ = c.decision, c.evaluations
+    return run_id, cands, harness
+
+
+def test_a_seed_that_times_out_does_not_end_the_run(store):
+    """The run goes on from the next rung, and the seed's row says what happened to it."""
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=4", "agent.search.batch=3"])
+    run_id, cands, _ = run(campaign, store, recordings={key("naive", {}): TIMEOUT})
+    assert cands[0].proposer == "seed" and cands[0].status == "timeout"
+    assert "killed after 120 s" in cands[0].measurement.log
+    assert [c.family for c in cands[1:]] == ["tiled", "mma_sync", "wgmma_tma"]
+    with store.session() as s:
+        r = s.get(Run, run_id)
+        assert r.status == "finished" and r.best is not None and r.best.seq > 0
+
+
+def test_a_run_where_nothing_passes_fails_and_says_what_became_of_its_first(store):
+    space = SearchAgent(campaigns.load("hopper-gemm")).space
+    every = {key(f.name, dict(f.default)): TIMEOUT for f in space.families.values()}
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=3"])
+    run_id, cands, _ = run(campaign, store, recordings=every | {key("naive", {}): TIMEOUT})
+    assert len(cands) == 3 and all(c.status == "timeout" for c in cands)
+    with store.session() as s:
+        r = s.get(Run, run_id)
+        assert r.status == "failed" and r.best is None
+        assert r.stop_reason == ("failed: no candidate passed; the first (seed, #0) ended timeout: killed after 120 s "
+                                 "without progress (budget spent: 3 candidates)")
+
+
+def test_a_run_that_starts_at_the_top_measures_the_highest_rungs_first(store):
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=3", "agent.search.start=top",
+                                              "agent.search.batch=2"])
+    _, cands, harness = run(campaign, store)
+    assert [c.family for c in cands[:2]] == ["wgmma_splitk", "wgmma_cluster"]
+    assert all(c.proposer == "search:structural" for c in cands[:2])
+    assert "naive" not in {c.family for c in cands}
+
+
+def test_a_run_that_starts_at_the_top_goes_down_where_the_top_fails(store):
+    space = SearchAgent(campaigns.load("hopper-gemm")).space
+    top = {key(f.name, dict(f.default)): TIMEOUT for f in space.families.values() if f.rung >= 7}
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=4", "agent.search.start=top",
+                                              "agent.search.batch=2"])
+    _, cands, _ = run(campaign, store, recordings=top)
+    assert [c.family for c in cands] == ["wgmma_splitk", "wgmma_cluster", "wgmma_persistent", "wgmma_ws"]
+    assert [c.status for c in cands[:2]] == ["timeout", "timeout"] and cands[2].status == "kept"
+
+
+def test_a_warm_start_from_another_database_rechecks_and_remeasures_its_kernels(store, tmp_path):
+    """The kernels of a kernel database are candidates like any: built, gated and timed here. One that
+    fails at this problem is not kept, whatever it measured where it was recorded."""
+    kernels = Store(tmp_path / "kernels.db")
+    space = SearchAgent(campaigns.load("hopper-gemm")).space
+    near = space.families["wgmma_cluster"].default | {"BN": 192}
+    record_run(kernels, (4096, 4096, 8192), "wgmma_cluster", near, 1.04, gpu=GPU)
+    record_run(kernels, (4096, 4096, 4096), "wgmma_persistent", {"BM": 128, "BN": 128}, 1.02, gpu=GPU)
+    record_run(kernels, (4096, 4096, 4096), "wgmma_ws", {}, 0.9, gpu="another GPU")  # not this GPU's
+    failing = {key("wgmma_cluster", near): {"status": "incorrect", "log": "relative error 3.1 over the tolerance"}}
+    campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", "stop.target=5", "agent.search.start=top",
+                                              f"agent.search.kernels=[{tmp_path / 'kernels.db'}]"])
+    _, cands, harness = run(campaign, store, recordings=failing)
+    warm = [c for c in cands if c.proposer == "search:warm"]
+    assert [c.family for c in warm[:2]] == ["wgmma_persistent", "wgmma_cluster"]  # the nearest problem first
+    cluster = warm[1]
+    assert "kernels.db at 4096×4096×8192, 1.040× there" in cluster.hypothesis
+    assert cluster.status == "incorrect" and cluster.decision.verdict == "revert"
+    assert all(any(e.kind == EvalKind.benchmark for e in c.evaluations) for c in warm)
+    assert cands[0].proposer == "search:warm" and "naive" not in {c.family for c in cands}
+    assert {c.family for c in warm} == {"wgmma_cluster", "wgmma_persistent"}  # not another GPU's
+    assert any(c.status == "kept" for c in warm)
+
+
+def test_a_kernel_database_that_cannot_be_read_is_refused_in_one_line(tmp_path):
+    import pytest
+
+    from autodiscovery import AutoDiscoveryError
+
+    (tmp_path / "not.db").write_text("not a database")
+    campaign = campaigns.load("hopper-gemm", [f"agent.search.kernels=[{tmp_path / 'not.db'}]"])
+    with pytest.raises(AutoDiscoveryError) as exc:
+        SearchAgent(campaign)
+    assert str(exc.value).startswith("agent.search.kernels: ") and "\n" not in str(exc.value)
+
+
+def test_a_suite_tunes_each_problem_after_the_nearest_one_tuned_before_it():
+    campaign = campaigns.load("llama3-8b-gemm")
+    entries = campaign.suite
+    ordered = [e.label for e in order(campaign, entries)]
+    assert ordered[0] == entries[0].label and sorted(ordered) == sorted(e.label for e in entries)
+    assert ordered.index("gate_up 2048") < ordered.index("gate_up 512") < ordered.index("gate_up 128")
+    # each next problem is the one nearest those before it: no other is nearer to them
+    import math
+
+    sizes = {e.label: campaign.entry(e, "t").problem.names() for e in entries}
+
+    def d(a, b):
+        return sum(abs(math.log(sizes[a][k] / sizes[b][k])) for k in "MNK")
+
+    for i in range(1, len(ordered)):
+        reach = min(d(ordered[i], p) for p in ordered[:i])
+        assert all(min(d(o, p) for p in ordered[:i]) >= reach - 1e-12 for o in ordered[i:])
