@@ -5,8 +5,8 @@ The suite's run holds no candidates: its problems' runs point at it (`runs.paren
 table (`rows`) is read from them: each problem's best kernel, its objective and the harness's suite
 figures. Each problem's run is an ordinary run (review, replay and export work on it), started with the
 suite's campaign and that problem's fields; the search agent's warm start lets it begin from the bests
-recorded at the problems tuned before it. A resumed suite resumes the run left unfinished and goes on
-with the problems not yet tuned.
+recorded at the problems tuned before it, in the order that puts the nearest tuned problem before each
+(`order`). A resumed suite resumes the run left unfinished and goes on with the problems not yet tuned.
 """
 
 from __future__ import annotations
