@@ -161,8 +161,16 @@ def model_sections(model: type[BaseModel], path: str, level: int, instance: Base
 
 def campaign_page() -> str:
     from autodiscovery import registry
-    from autodiscovery.campaign import (AgentSettings, Budget, Campaign, ExecutorSettings, ProblemBase, StopRules,
-                                       SuiteEntry, section_of)
+    from autodiscovery.campaign import (
+        AgentSettings,
+        Budget,
+        Campaign,
+        ExecutorSettings,
+        ProblemBase,
+        StopRules,
+        SuiteEntry,
+        section_of,
+    )
 
     parts = [
         "# Campaign schema",

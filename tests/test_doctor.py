@@ -3,13 +3,12 @@ campaign: ready, or what this machine lacks for it (each harness's tools checked
 
 from __future__ import annotations
 
-from autodiscovery import campaign as campaigns
-
 import json
 
 import pytest
 from typer.testing import CliRunner
 
+from autodiscovery import campaign as campaigns
 from autodiscovery import registry
 from autodiscovery.cli import app
 
@@ -17,7 +16,7 @@ ROWS = {  # what each harness's doctor finds on a machine with nvcc and the simu
     "hopper_gemm": [("nvcc (CUDA 12.8+)", "nvcc 13.0.88", "", True), ("NVIDIA driver (libcuda)", None, "x", True),
                     ("Hopper GPU (sm_90a)", None, "y", True)],
     "reference": [("nvcc (CUDA 12.8+)", "nvcc 13.0.88", "", True), ("NVIDIA driver (libcuda)", None, "x", True),
-                  ("GPU and PyTorch (the problem probed)", None, "y", True)],
+                  ("PyTorch", None, "pip install torch", True), ("GPU (the problem probed on it)", None, "y", True)],
     "accelsim": [("GPGPU-Sim", "/opt/gpgpu-sim", "", True), ("accel-sim.out (trace mode)", None, "z", False)],
 }
 
@@ -44,7 +43,7 @@ def test_doctor_checks_the_main_job_and_says_which_campaigns_are_ready(machine):
     at = out.index("the shipped campaigns on this machine:")
     said = {line.split()[0]: " ".join(line.split()[1:]) for line in out[at + 1:]}
     assert said["hopper-gemm"] == "not ready, needs NVIDIA driver (libcuda), Hopper GPU (sm_90a)"
-    assert said["softmax"] == "not ready, needs NVIDIA driver (libcuda), GPU and PyTorch (the problem probed)"
+    assert said["softmax"] == "not ready, needs NVIDIA driver (libcuda), PyTorch, GPU (the problem probed on it)"
     assert said["edge-codesign"] == "ready"  # what it does not need (trace mode) does not count
     assert len(said) == len(campaigns.available()) > 9 and sorted(machine) == ["accelsim", "hopper_gemm", "reference"]  # once a harness
 

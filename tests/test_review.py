@@ -485,7 +485,8 @@ def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
 
 def test_a_database_from_an_earlier_version_upgrades_and_works_with_every_command(tmp_path):
     """tests/data/old_m002.db was written by an earlier version (migrations m001 and m002 only, no
-    lease, no incumbent column); it opens, upgrades in place through the named migrations, and every
+    lease, no incumbent column). A command that only reads leaves it as it is and says, in one line, how
+    to bring it up to date; `migrate` upgrades it in place through the named migrations, and every
     review command reads it."""
     import sqlite3
 
@@ -493,6 +494,12 @@ def test_a_database_from_an_earlier_version_upgrades_and_works_with_every_comman
     shutil.copy(DATA / "old_m002.db", db)
     before = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]
     assert before == ["m001_initial", "m002_llm_calls"]
+    untouched = db.read_bytes()
+    for command in (["runs"], ["show", "1"], ["lineage", "1"], ["report", "1"]):
+        res = cli.invoke(app, [*command, "--db", str(db)])
+        assert res.exit_code == 2 and "older schema" in res.output and "autodiscovery migrate --db" in res.output
+        assert db.read_bytes() == untouched, command
+    assert cli.invoke(app, ["migrate", "--db", str(db)]).exit_code == 0
     rows = run_json(["runs", "--db", str(db)])
     after = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]
     assert after[:2] == before and len(after) > 2 and all(re.fullmatch(r"m\d{3}_\w+", n) for n in after)

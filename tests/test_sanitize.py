@@ -63,6 +63,9 @@ def test_each_tool_checks_the_candidates_kernels_by_name_but_initcheck_every_ker
     assert [mem[i + 1] for i, a in enumerate(mem) if a == "--kernel-name"] == ["kne=a", "kne=b"]
     assert "--kernel-name" not in sanitize.command("/x/compute-sanitizer", "initcheck", ["a"], argv)
     assert "all" == (r := sanitize.command("cs", "racecheck", ["a"], argv))[r.index("--racecheck-report") + 1]
+    # memcheck pads every allocation: a write a MiB past a buffer lands in no neighbour
+    assert int(mem[mem.index("--padding") + 1]) > 1 << 20
+    assert "--padding" not in r
 
 
 def stand_in(tmp_path: Path, reports: dict[str, str], exit_codes: dict[str, int] | None = None) -> str:

@@ -295,7 +295,7 @@ def test_a_read_only_store_never_migrates_or_creates(tmp_path):
     old = tmp_path / "old.db"
     shutil.copy(DATA / "old_m002.db", old)
     before = fingerprint(old)
-    with pytest.raises(Exception, match=r"older schema \(4 migrations behind: m003.*`autodiscovery runs --db"):
+    with pytest.raises(Exception, match=r"older schema \(4 migrations behind: m003.*`autodiscovery migrate --db"):
         Store(old, create=False, read_only=True)
     assert fingerprint(old) == before
     with pytest.raises(Exception, match="does not exist"):
@@ -377,3 +377,26 @@ def test_serve_reads_postgresql_read_only_and_hides_its_password():
                 s.flush()
     finally:
         server.stop()
+
+
+def test_a_clients_bad_path_or_query_is_a_4xx_in_one_line_and_no_page_names_where_the_files_are(db):
+    """Bounded: a few hundred requests a client might send by mistake or on purpose, each answered with a
+    4xx (or the page, where the query only pages past the end), never a 5xx, and the server answers
+    normally after them. No page, the error pages included, shows the database's folder."""
+    hostile = ["/runs/99999999999999999999999999", "/runs/99999999999999999999999999/live",
+               "/runs/1/candidates/99999999999999999999999999", "/runs/9223372036854775808/tree",
+               "/?campaign=" + "a" * 100_000, "/?campaign=%25" * 3, "/?status=" + "x" * 5000, "/?status=nope",
+               "/?page=" + "9" * 40, "/?page=-5", "/runs/1?page=" + "9" * 40, "/runs/-1", "/runs/abc",
+               "/runs/1/candidates/-3", "/nothing/here", "/runs/1/../../etc/passwd"]
+    hostile += [f"/?campaign={'%' * n}&status=finished" for n in range(1, 40)]
+    with served(db) as base:
+        for path in hostile:
+            page = request(base + path)
+            assert page.status < 500, (path, page.status, page.body[:300])
+            assert str(db.parent) not in page.body, path
+        assert request(base + "/runs/99999999999999999999999999").status == 404
+        assert request(base + "/?campaign=" + "a" * 100_000).status == 400
+        assert request(base + "/?status=nope").status == 400
+        ok = request(base + "/")
+        assert ok.status == 200 and "h100_run.db" in ok.body and str(db.parent) not in ok.body
+        assert request(base + "/runs/1").status == 200

@@ -171,7 +171,7 @@ class LlmClient:
                            f"(it serves: {', '.join(sorted(served)[:10])})")
         for model in {m.name: m for m in self.settings.models}.values():
             try:
-                self._reaching(lambda: self.client.chat.completions.create(
+                self._reaching(lambda model=model: self.client.chat.completions.create(
                     model=model.name, messages=[{"role": "user", "content": PING}], **self.options(model, 16)))
             except LlmError as exc:
                 raise LlmError(f"{model.name}: {exc}") from None

@@ -74,36 +74,36 @@ class SearchSettings(Strict):
 
 
 
-def _own_space(campaign: Campaign) -> str:
-    """The space of a campaign that names none: its harness's, or a SpaceError saying to name one."""
+SEED_ONLY = ("the seed is measured; to improve it, name a search space (agent.search.space: a folder holding "
+             "families.yaml) or propose with --agent llm")
+"""Why a run whose space is its seed alone ends after it."""
+
+
+def _own_space(campaign: Campaign) -> Space:
+    """The space of a campaign that names none: its harness's, or, where the harness has none (the
+    reference harness), the seed alone."""
     harness = registry.harness(campaign.harness.name)
-    if harness.space is None:
-        raise SpaceError(f"agent.search.space: the {harness.name} harness has no search space of its own: name one "
-                         "(a folder holding families.yaml, under search_spaces/ or beside the campaign), or "
-                         "propose with --agent llm")
-    return harness.space
+    return Space(harness.space) if harness.space is not None else Space.of_seed(campaign.seed_path())
 
 
 def kernel_stores(names: list[str]) -> list:
     """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
-    else the project's), `shipped` for every database under the project's docs/ at today's schema."""
+    else the project's), `shipped` for every database under the project's docs/."""
     from autodiscovery import ROOT
     from autodiscovery.store import Store, StoreError
 
-    out = []
+    paths = []
     for name in names:
         if name == "shipped":
-            for path in sorted((ROOT / "docs").glob("**/*.db")):
-                try:
-                    out.append(Store(path, create=False, read_only=True))
-                except StoreError:  # an older schema: the co-design runs, which hold no GEMM kernels
-                    continue
-            continue
-        path = Path(name) if Path(name).exists() else ROOT / name
+            paths += sorted((ROOT / "docs").glob("**/*.db"))
+        else:
+            paths.append(Path(name) if Path(name).exists() else ROOT / name)
+    out = []
+    for path in paths:
         try:
             out.append(Store(path, create=False, read_only=True))
         except StoreError as exc:
-            raise SpaceError(f"agent.search.kernels: {name}: {exc}") from None
+            raise SpaceError(f"agent.search.kernels: {exc}") from None
     return out
 
 
@@ -130,7 +130,9 @@ class SearchAgent(AgentBase):
         s = campaign.agent.of(SearchAgent)
         self.batch_setting = s.batch
         self.batch = s.batch or 4
-        self.space = Space(s.space or _own_space(campaign))
+        self.space = Space(s.space) if s.space else _own_space(campaign)
+        if s.space is None and registry.harness(campaign.harness.name).space is None:
+            self.exhausted_reason = SEED_ONLY
         self.space.fits(registry.harness(campaign.harness.name))  # another harness's space: refused now
         self.seed = s.seed
         self.patience = s.knob_patience
@@ -178,7 +180,7 @@ class SearchAgent(AgentBase):
         for store, run_id in sources:
             found += self._bests_in(store, run_id, fingerprint)
         out, seen = [], set()
-        for distance, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
+        for _, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
             if (family, canon(knobs)) in seen:
                 continue
             seen.add((family, canon(knobs)))

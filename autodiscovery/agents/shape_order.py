@@ -111,9 +111,9 @@ class ShapeOrder:
         """`moves` from `knobs` (the family's best), reordered by the harness's fit of the shape, with
         the why of each: the settings of the shape knobs (tile, CTAs, K split) the fit estimates more than
         FIT_EDGE faster come first, fastest first (of equals, by the fit's own tie-break), including those
-        more than one knob away, and with them the moves of other knobs it so estimates; then the moves it estimates more than FIT_NUDGE faster;
-        moves it estimates more than FIT_GAIN slower go last; the rest keep their order. Without a fit,
-        `moves` as they are."""
+        more than one knob away, and with them the moves of other knobs it so estimates; then the moves it
+        estimates more than FIT_NUDGE faster; moves it estimates more than FIT_GAIN slower go last; the
+        rest keep their order. Without a fit, `moves` as they are."""
         here = self.fit(fam, knobs)
         plain = "one step from the family's best"
         if here is None:

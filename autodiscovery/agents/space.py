@@ -165,6 +165,18 @@ class Space:
             raise SpaceError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         self.seeds = seeds_dir or (self.folder if by_path else SEEDS / name)
 
+    @classmethod
+    def of_seed(cls, seed: Path) -> Space:
+        """The space of a campaign that names none where its harness has none of its own: the seed alone
+        (a run measures it, and says how to go further)."""
+        space = cls.__new__(cls)
+        space.name = f"the seed {seed.name}"
+        space.folder = space.seeds = seed.parent
+        space.path = seed
+        stem = seed.name.split(".")[0]
+        space.families = {stem: Family(name=stem, rung=1, summary="the campaign's seed", source=seed.name)}
+        return space
+
     def fits(self, harness) -> None:
         """Raise a SpaceError in one line where a family's kernel is not one `harness` can launch (its
         default rendered, its manifest read by the harness): the space of another harness."""

@@ -7,7 +7,7 @@ import os
 import sys
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -24,19 +24,20 @@ state: dict = {"db": None}
 
 
 @app.callback()
-def main(db: Annotated[Optional[str], typer.Option(help="Database: a SQLAlchemy URL or a file path "
+def main(db: Annotated[str | None, typer.Option(help="Database: a SQLAlchemy URL or a file path "
                                                    "(default runs/autodiscovery.db).")] = None) -> None:
     state["db"] = db
 
 
-DbOption = Annotated[Optional[str], typer.Option("--db", help="Database: a SQLAlchemy URL or a file path.")]
-SetOption = Annotated[Optional[list[str]], typer.Option("--set", help="Override a campaign field: key.path=value.")]
+DbOption = Annotated[str | None, typer.Option("--db", help="Database: a SQLAlchemy URL or a file path.")]
+SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a campaign field: key.path=value.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def store(db: str | None = None, create: bool = False) -> Store:
-    """The database of --db (or the default): read commands need one that exists; `create` makes it."""
-    return Store(db or state["db"], create=create)
+def store(db: str | None = None, create: bool = False, read_only: bool = False) -> Store:
+    """The database of --db (or the default): read commands need one that exists and open it `read_only`
+    (nothing written, nothing migrated); `create` makes it."""
+    return Store(db or state["db"], create=create, read_only=read_only)
 
 
 def friendly(fn):

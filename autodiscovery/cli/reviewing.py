@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 
 from autodiscovery import AutoDiscoveryError
@@ -24,6 +25,7 @@ from autodiscovery.cli.common import (
     store,
     write,
 )
+from autodiscovery.review import candidate as candidate_view
 from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
 from autodiscovery.running import runner
@@ -34,10 +36,10 @@ from autodiscovery.store import EvalKind, EvalStatus, RunStatus
 @app.command()
 @friendly
 def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    campaign: Annotated[Optional[str], typer.Option(help="Only this campaign's runs.")] = None,
-    status: Annotated[Optional[str], typer.Option(help="Only runs with this status (running, finished, "
+    campaign: Annotated[str | None, typer.Option(help="Only this campaign's runs.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only runs with this status (running, finished, "
                                                        "interrupted, failed).")] = None,
-    since: Annotated[Optional[str], typer.Option(help="Only runs started since a date (2026-11-20) or an age "
+    since: Annotated[str | None, typer.Option(help="Only runs started since a date (2026-11-20) or an age "
                                                       "(90m, 12h, 3d).")] = None,
     db: DbOption = None,
 ) -> None:
@@ -45,7 +47,7 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
     statuses = [s.value for s in RunStatus]
     if status is not None and status not in statuses:
         raise AutoDiscoveryError(f"--status '{status}' is not a run status ({', '.join(statuses)})")
-    rows = report.runs(store(db), campaign, status, report.parse_since(since) if since else None)
+    rows = report.runs(store(db, read_only=True), campaign, status, report.parse_since(since) if since else None)
     emit_json(rows) if as_json else console.print(display.runs_table(rows))
 
 
@@ -56,14 +58,16 @@ def show(
     config: Annotated[bool, typer.Option("--config", help="With RUN: the campaign as resolved and the "
                                                          "fingerprint of where it ran, whole, as JSON.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-
+    source: Annotated[bool, typer.Option("--source", help="With RUN/CANDIDATE: its source, with line numbers.")]
+    = False,
     db: DbOption = None,
 ) -> None:
-    """A run (where it ran, its candidates, each decision cut to a line) or one candidate (hypothesis and
-    decision whole, metrics, logs, source)."""
+    """A run (where it ran, its candidates, each decision cut to a line) or one candidate in a screen or
+    two (hypothesis, decision, knobs, build, each evaluation and the start of its log; its source with
+    --source, the whole record with --json)."""
     at = parse(ref)
     run_id, seq = at.run, at.seq
-    given, db = db, store(db)
+    given, db = db, store(db, read_only=True)
     harness = report.harness_class(db, run_id)
     if seq is None:
         data = report.show_run(db, run_id)
@@ -92,25 +96,18 @@ def show(
     data = report.show_candidate(db, run_id, seq)
     if as_json:
         return emit_json(data)
-    say(f"[bold]run {run_id} candidate #{seq}[/] · {data['family']} · {data['status']} · {data['proposer']}")
-    say(f"hypothesis: {data['hypothesis']}")
-    if data["decision"]:
-        say(f"decision: {data['verdict']}: {data['decision']}")
-    build = {k: data[k] for k in ("registers", "spill_stores", "spill_loads", "stack", "smem_static")} | data["facts"]
-    console.print_json(json.dumps({"knobs": data["knobs"], "build": build,
-                       "evaluations": [{k: e[k] for k in ("kind", "status", "metrics", "seconds")}
-                                       for e in data["evaluations"] if e["kind"] != EvalKind.profile]}, default=str))
+    if source:
+        return console.print(Syntax(data["source"] or "", "cuda", line_numbers=True, word_wrap=True))
+    for line in candidate_view.lines(data, harness, console.width):
+        console.print(escape(line), highlight=False, soft_wrap=True)
     for e in data["evaluations"]:
         if e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok and "profile" in e["metrics"]:
             section = harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"])
             if section is not None:
                 console.print(display.sections_table([section]))
-    for e in data["evaluations"]:
-        if e["log"]:
-            console.print(f"[bold]{e['kind']} log[/]\n{e['log']}", highlight=False)
-    if data["build"] and data["build"]["log"]:
-        console.print(f"[bold]build log[/]\n{data['build']['log']}", highlight=False)
-    console.print(Syntax(data["source"], "cuda", line_numbers=True))
+    lines = len((data["source"] or "").splitlines())
+    say(f"one candidate whole (logs, metrics): `{hint(f'show {run_id}/{seq} --json', given)}`; its source "
+        f"({lines} lines): `{hint(f'show {run_id}/{seq} --source', given)}`")
 
 
 @app.command()
@@ -121,7 +118,7 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
     db: DbOption = None,
 ) -> None:
     """The kept chain from the seed to the best: step, hypothesis, the objective and the harness's figures."""
-    given, db = db, store(db)
+    given, db = db, store(db, read_only=True)
     if tree:
         rows = report.tree(db, run_id)
         return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
@@ -142,13 +139,13 @@ def _lineage(parts) -> None:
 @friendly
 def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
                as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-               out: Annotated[Optional[Path], typer.Option("--out", help="Write a self-contained HTML report "
+               out: Annotated[Path | None, typer.Option("--out", help="Write a self-contained HTML report "
                                                                          "(charts inline, no network).")] = None,
-               png: Annotated[Optional[Path], typer.Option("--png", help="Write the charts as PNG images into "
+               png: Annotated[Path | None, typer.Option("--png", help="Write the charts as PNG images into "
                                                                          "this folder.")] = None,
                db: DbOption = None) -> None:
     """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
-    given, db = db, store(db)
+    given, db = db, store(db, read_only=True)
     if out is not None or png is not None:
         from autodiscovery.review import html as html_report
 
@@ -190,7 +187,7 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          db: DbOption = None) -> None:
     """The source diff of two candidates, with both candidates' metrics and knobs."""
-    db = store(db)
+    db = store(db, read_only=True)
     data = report.diff(db, a, b)
     if as_json:
         return emit_json(data)
@@ -205,8 +202,8 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
 @friendly
 def export(run_ids: Annotated[list[int], typer.Argument(
                help="Run id; with --library, one or more runs or suites.")],
-           out: Annotated[Optional[Path], typer.Option(help="Where to write the best kernel's source.")] = None,
-           library: Annotated[Optional[Path], typer.Option(
+           out: Annotated[Path | None, typer.Option(help="Where to write the best kernel's source.")] = None,
+           library: Annotated[Path | None, typer.Option(
                help="Write a callable library into this folder instead, as the runs' harness makes one: the best "
                     "kernel of each run (or of each problem of a suite; of a shape tuned in several runs, the "
                     "better), built, with a module to call them.")] = None,
@@ -222,12 +219,12 @@ def export(run_ids: Annotated[list[int], typer.Argument(
     if library is not None:
         destination(library, folder=True)
         try:
-            table = exports.library(store(db), run_ids, library)
+            table = exports.library(store(db, read_only=True), run_ids, library)
         except OSError as exc:
             raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
         say(f"wrote {library}/: {table['summary']}")
         return
-    source, meta = exports.export(store(db), run_id)
+    source, meta = exports.export(store(db, read_only=True), run_id)
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
     state = meta["sanitized"]["state"]
@@ -244,7 +241,7 @@ def prompt(ref: Annotated[str, typer.Argument(help="A candidate, RUN/SEQ, or RUN
            db: DbOption = None) -> None:
     """The prompt the llm agent would send to change a recorded candidate: the rules, the hardware, the
     kernel with its ptxas facts and profile, the lineage, inspirations and the last attempts."""
-    data = runner.prompt(ref, store(db), list(set_ or []), seed)
+    data = runner.prompt(ref, store(db, read_only=True), list(set_ or []), seed)
     if as_json:
         return emit_json(data)
     sys.stdout.write(f"=== system ===\n{data['system']}\n=== user ===\n{data['user']}")

@@ -8,7 +8,7 @@ import re
 import signal
 import statistics
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -36,23 +36,23 @@ from autodiscovery.toolkit.text import plural
 @app.command()
 @friendly
 def run(
-    campaign: Annotated[Optional[str], typer.Option(
+    campaign: Annotated[str | None, typer.Option(
         help=f"Campaign name (see `campaigns`) or path to a YAML file (default: {campaigns.DEFAULT_CAMPAIGN}; "
              "with --from, that run's campaign).")] = None,
     set_: SetOption = None,
-    resume: Annotated[Optional[int], typer.Option(help="Continue an interrupted run by its id.")] = None,
-    from_: Annotated[Optional[str], typer.Option(
+    resume: Annotated[int | None, typer.Option(help="Continue an interrupted run by its id.")] = None,
+    from_: Annotated[str | None, typer.Option(
         "--from", help="Start from a recorded candidate, RUN/SEQ (or RUN for its best): it is the new run's seed, "
                        "its lineage linked (e.g. the llm agent going on where a search run stopped).")] = None,
-    agent: Annotated[Optional[str], typer.Option(help="Who proposes: search (built in) or llm.")] = None,
-    model: Annotated[Optional[list[str]], typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
-    gpus: Annotated[Optional[str], typer.Option(
+    agent: Annotated[str | None, typer.Option(help="Who proposes: search (built in) or llm.")] = None,
+    model: Annotated[list[str] | None, typer.Option(help="LLM model name (repeatable; implies --agent llm).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint for the llm agent.")] = None,
+    gpus: Annotated[str | None, typer.Option(
         help="Evaluate on several GPUs of this host, one evaluation each at a time: all, a count, or "
              "indices like 0,1 (sets harness.gpus).")] = None,
-    executor: Annotated[Optional[str], typer.Option(
+    executor: Annotated[str | None, typer.Option(
         help="Where evaluations run: local (child processes) or ray (tasks on a Ray cluster; sets executor.kind).")] = None,
-    address: Annotated[Optional[str], typer.Option(
+    address: Annotated[str | None, typer.Option(
         help="With --executor ray: the cluster, auto or ray://HOST:PORT (default: a new local one).")] = None,
     dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
     quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
@@ -229,9 +229,10 @@ def profile(
 @app.command()
 @friendly
 def ladder(
-    shape: Annotated[list[str], typer.Option(help="Problem shape: N (square) or MxNxK; repeat for several.")] = ["4096"],
+    shape: Annotated[list[str] | None, typer.Option(help="Problem shape: N (square) or MxNxK; repeat for several "
+                                                         "(default: 4096).")] = None,
     per_family: Annotated[int, typer.Option(min=1, help="Configurations tried per family (default first, then TPE).")] = 6,
-    family: Annotated[Optional[list[str]], typer.Option(help="Only these families (repeatable).")] = None,
+    family: Annotated[list[str] | None, typer.Option(help="Only these families (repeatable).")] = None,
     campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] =
         campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
@@ -241,7 +242,7 @@ def ladder(
 ) -> None:
     """The best configuration of each kernel family at each shape, measured as the campaign's harness does."""
     with console.status("climbing the ladder") as status:
-        results = runner.ladder(campaign, list(set_ or []), shape, store(db, create=True), per_family, family,
+        results = runner.ladder(campaign, list(set_ or []), shape or ["4096"], store(db, create=True), per_family, family,
                                 progress=lambda msg: status.update(f"ladder: {msg}"))
     if as_json:
         return emit_json([{"shape": [c.problem.M, c.problem.N, c.problem.K], "run": run_id,
@@ -253,7 +254,7 @@ def ladder(
 @app.command()
 @friendly
 def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
-           set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a field of the run's "
+           set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field of the run's "
                                                                           "campaign: key.path=value.")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
            db: DbOption = None) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery import campaign as campaigns
-from autodiscovery.cli.common import SetOption, app, console, emit_json, friendly, say
+from autodiscovery.cli.common import DbOption, SetOption, app, console, emit_json, friendly, say
 
 
 @app.command()
@@ -102,3 +102,14 @@ def list_campaigns() -> None:
         except AutoDiscoveryError as exc:
             t.add_row(path.stem, "", f"[red]invalid: {escape(str(exc))}[/]")
     console.print(t)
+
+
+@app.command()
+@friendly
+def migrate(db: DbOption = None) -> None:
+    """Bring a database of an older schema up to date (it rewrites the file: the commands that only read
+    never do)."""
+    from autodiscovery.cli.common import store
+
+    opened = store(db)  # opening for writing applies the migrations it lacks
+    say(f"{opened.shown}: at today's schema")

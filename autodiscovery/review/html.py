@@ -14,7 +14,7 @@ import json
 import math
 import re
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2
@@ -212,7 +212,7 @@ def figures(data: dict, harness: type, only: set[str] | None = None) -> Figures:
 def _utc(when: datetime | str) -> datetime:
     """A time as UTC to the second; the database's times are naive UTC."""
     when = datetime.fromisoformat(when) if isinstance(when, str) else when
-    when = when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    when = when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
     return when.replace(microsecond=0)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -100,7 +100,7 @@ def parse_since(text: str) -> datetime:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
         raise NotFound(f"--since '{text}' is neither a date (2026-11-20, 2026-11-20T08:00) nor an age (90m, 12h, 3d)") from None
-    return when.astimezone(timezone.utc).replace(tzinfo=None) if when.tzinfo else when
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo else when
 
 
 def runs(store: Store, campaign: str | None = None, status: str | None = None,

@@ -7,9 +7,10 @@ process. Everything is recorded as a run (agent "ladder"), through the same ledg
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets as random_tokens
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from urllib.parse import urlencode
 
 from pygments.formatters import HtmlFormatter
@@ -19,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from autodiscovery.review import html as report_html
 from autodiscovery.review import exports, report
+from autodiscovery.review import html as report_html
 from autodiscovery.review.report import NotFound
 from autodiscovery.serve import views
 from autodiscovery.serve.secrets import Redactor
@@ -46,7 +47,7 @@ class Pages:
         self.redact = Redactor(store.url)
         self.env = report_html.environment()
         self.env.filters["duration"] = duration
-        self.env.globals |= {"database": store.where, "highlight_css": HtmlFormatter().get_style_defs(".highlight"),
+        self.env.globals |= {"database": shown_name(store), "highlight_css": HtmlFormatter().get_style_defs(".highlight"),
                              "statuses": [s.value for s in RunStatus]}
         self.drawings: OrderedDict[tuple, tuple] = OrderedDict()
         """The latest states of runs drawn, by (run, token)."""
@@ -54,6 +55,7 @@ class Pages:
 
     # ---- responses ------------------------------------------------------------------------------------
     def respond(self, body: str, code: int = 200, nonce: str = "", media_type: str = "text/html") -> Response:
+        body = body.replace(self.store.where, shown_name(self.store))  # an error's message names the file too
         response = Response(self.redact(body), status_code=code, media_type=media_type)
         response.headers.update(HEADERS | {"Content-Security-Policy": CSP.format(nonce=nonce or "none")})
         return response
@@ -64,6 +66,8 @@ class Pages:
         return self.respond(body, code, nonce)
 
     def error(self, request: Request, exc: Exception) -> Response:
+        if isinstance(exc, BadRequest):
+            return self.page("error.html.j2", 400, title="Bad request", message=str(exc))
         if isinstance(exc, NotFound):
             return self.page("error.html.j2", 404, title="Not found", message=str(exc))
         if isinstance(exc, HTTPException):
@@ -77,6 +81,10 @@ class Pages:
     def runs(self, request: Request) -> Response:
         q = request.query_params
         campaign, status = q.get("campaign") or None, q.get("status") or None
+        if campaign is not None and len(campaign) > MAX_QUERY:
+            raise BadRequest(f"campaign: at most {MAX_QUERY} characters")
+        if status is not None and status not in {s.value for s in RunStatus}:
+            raise BadRequest(f"status: one of {', '.join(s.value for s in RunStatus)}")
         data = views.runs_page(self.store, campaign, status, _int(q.get("page"), 1))
         return self.page("runs.html.j2", data=data, campaign=campaign, status=status)
 
@@ -201,11 +209,40 @@ def url(path: str, **query) -> str:
     return f"{path}?{urlencode(given)}" if given else path
 
 
+def shown_name(store: Store) -> str:
+    """The database as its pages name it: a file by its name alone (no page shows where the server's
+    files are), any other by its URL without the password."""
+    where = store.where
+    return Path(where).name if store.engine.dialect.name == "sqlite" and where != store.shown else where
+
+
+MAX_QUERY = 200
+"""The longest filter a query may give (a campaign's name is far shorter)."""
+MAX_ID = 2**63 - 1
+"""The largest id the database holds: a path's number past it names nothing."""
+
+
+class BadRequest(Exception):
+    """A client's query that names nothing the pages take: a 400, in one line."""
+
+
 def _int(text: str | None, default: int) -> int:
+    """A page number: `default` where the text is none or not a number, at most MAX_ID."""
     try:
-        return int(text) if text is not None else default
+        return min(max(int(text), 1), MAX_ID) if text is not None and len(text) < 20 else default
     except ValueError:
         return default
+
+
+def _bounded(handler):
+    """A route taking ids from its path: one past what the database holds is not found (a 404), never an
+    overflow in the database's driver."""
+    def route(request: Request) -> Response:
+        for name, value in request.path_params.items():
+            if isinstance(value, int) and value > MAX_ID:
+                raise NotFound(f"no {name.removesuffix('_id')} {value}")
+        return handler(request)
+    return route
 
 
 def create_app(store: Store, poll_s: float = 2.0, hosts: tuple[str, ...] | None = LOOPBACK) -> Starlette:
@@ -216,10 +253,10 @@ def create_app(store: Store, poll_s: float = 2.0, hosts: tuple[str, ...] | None 
     pages = Pages(store, poll_s)
     routes = [
         Route("/", pages.runs),
-        Route("/runs/{run_id:int}", pages.run),
-        Route("/runs/{run_id:int}/live", pages.live),
-        Route("/runs/{run_id:int}/tree", pages.tree),
-        Route("/runs/{run_id:int}/candidates/{seq:int}", pages.candidate),
+        Route("/runs/{run_id:int}", _bounded(pages.run)),
+        Route("/runs/{run_id:int}/live", _bounded(pages.live)),
+        Route("/runs/{run_id:int}/tree", _bounded(pages.tree)),
+        Route("/runs/{run_id:int}/candidates/{seq:int}", _bounded(pages.candidate)),
     ]
     middleware = [Middleware(HostCheck, hosts=hosts)] if hosts else []
     return Starlette(routes=routes, middleware=middleware,

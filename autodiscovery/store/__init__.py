@@ -158,8 +158,9 @@ class Store:
         ours = [name for name, _ in MIGRATIONS]
         if missing := [name for name in ours if name not in done]:
             raise StoreError(f"{self._where()} is of an older schema ({len(missing)} migration"
-                             f"{'s' if len(missing) > 1 else ''} behind: {', '.join(missing)}); any command that "
-                             f"may write brings it up to date (`autodiscovery runs --db {self._where()}`)")
+                             f"{'s' if len(missing) > 1 else ''} behind: {', '.join(missing)}); a command that only "
+                             f"reads never changes it: `autodiscovery migrate --db {self._where()}` brings it up "
+                             "to date (it rewrites the file)")
         if newer := sorted(done - set(ours)):
             raise StoreError(f"{self._where()} was written by a newer AutoDiscovery (migrations unknown here: "
                              f"{', '.join(newer)}): upgrade this installation")

@@ -5,7 +5,7 @@ The schema itself is created by the named migrations in `migrations.py`; these m
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, select
@@ -21,7 +21,7 @@ from autodiscovery.status import (  # noqa: F401  (named here too: the store's u
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Base(DeclarativeBase):

@@ -25,6 +25,10 @@ from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line, tail
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+PADDING = 16 << 20
+"""Bytes memcheck leaves unmapped after every allocation (`--padding`): a write up to this far past a
+buffer lands in no other buffer, so memcheck sees it, where without it the bytes 1 MiB past an output
+may belong to its neighbour and pass for an access inside an allocation."""
 PREFIX = "========= "
 EXIT_ON_ERROR = 86
 SKIP = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "LEAK SUMMARY", "Saved host backtrace",
@@ -66,6 +70,8 @@ def command(exe: str, tool: str, kernels: list[str], argv: list[str]) -> list[st
             cmd += ["--kernel-name", f"kne={k}"]  # the exact name (extern "C": not mangled)
     if tool == "racecheck":
         cmd += ["--racecheck-report", "all"]
+    if tool == "memcheck":
+        cmd += ["--padding", str(PADDING)]
     return [*cmd, *argv]
 
 

@@ -69,7 +69,7 @@ def blocks_per_sm(k: dict[str, Any], arch: Architecture, registers: int | None =
     return max(1, limits[which]), which
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def conflict_degree(row_halves: int, banks: int, bank_bytes: int = 4) -> int:
     """Bank-conflict degree of one 16x16 fp16 fragment load whose rows are `row_halves` apart: the most
     distinct words any one bank must serve (1 = conflict-free)."""

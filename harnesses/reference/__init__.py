@@ -114,8 +114,10 @@ class ReferenceHarness(HarnessBase):
             fp = ReferenceHarness(campaign).preflight()
             return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
-        return toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU and PyTorch (the problem probed)", probe,
+        rows = toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU (the problem probed on it)", probe,
                                    campaign.harness.sanitize)
+        return [*rows[:-1], ("PyTorch", _torch(), "pip install torch (a build for this machine's CUDA): the "
+                             "problem's module is the reference every candidate is checked against", True), rows[-1]]
 
     # ---- static checks and builds -----------------------------------------------------------
     @staticmethod
@@ -256,3 +258,16 @@ class ReferenceHarnessCompile(ReferenceHarness):
 
     objective = _objective("compile")
     columns = report.columns("compile")
+
+
+def _torch() -> str | None:
+    """PyTorch's version where it is installed (found, not imported: importing it takes seconds)."""
+    import importlib.metadata
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "installed"

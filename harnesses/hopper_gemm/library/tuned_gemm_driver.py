@@ -65,7 +65,7 @@ class Device:
     def launcher(self, shape: tuple, a, b, c, stream: int):
         """A call with no arguments that launches the kernel of `shape` on these buffers and stream: its
         arguments (tensor maps included) packed once, the launch itself one ctypes call."""
-        cu, launch = self.cu, self.kernels[shape]["launch"]
+        launch = self.kernels[shape]["launch"]
         self.current()
         params = self._params(launch, shape, a, b, c, stream)
         f = self.func(shape)
