@@ -1,13 +1,12 @@
 """What a measurement costs: how many launches each phase of the timing takes, and when it may stop
 before its full count.
 
-A candidate below the bar it must clear a candidate below the bar it must clear (the
-incumbent's × cuBLAS, or cuBLAS itself for a run's first) is recorded with what its first pairs say.
-A measurement costs what it can decide. A kernel that its first launches put far below the bar (at most
-`far` of it) is timed for `far_pairs` pairs, no warm-up, and stops there if every one of those pairs is
-far below too; one that is below the bar by more than the slack stops after `pairs` pairs if their
-median is. A screened measurement can revert a candidate, never keep one against an incumbent. The gate
-is never shortened: every draw is checked, whatever the timing does.
+A measurement costs what it can decide. A candidate below the bar it must clear (the incumbent's
+× cuBLAS, or cuBLAS itself for a run's first) is recorded with what its first pairs say: one that its
+first launches put far below the bar (at most `far` of it) is timed for `far_pairs` pairs, no warm-up,
+and stops there if every one of those pairs is far below too; one below the bar by more than the slack
+stops after `pairs` pairs if their median is. A screened measurement can revert a candidate, never keep
+one against an incumbent. The gate is never shortened: every draw is checked, whatever the timing does.
 
 Neither rule can be fooled into a win: a kernel slow on its first launches only is timed on, since its
 pairs are not all far below; a kernel fast on its first launches only is timed to the full count, where
@@ -96,10 +95,6 @@ class Plan:
     def slow(self) -> bool:
         """Whether each pair is waited for, a sign of progress each (`SLOW_PAIR_MS`)."""
         return self.per_pair_ms > SLOW_PAIR_MS
-
-    def seconds(self) -> float:
-        """What the warm-up and the full count of pairs cost at most, by the estimates."""
-        return (self.warmup_rounds + self.reps) * self.per_pair_ms / 1e3
 
 
 def plan(est_ms: list[float], sample_ms: float, warmup_ms: float, reps: int, budget_s: float, most: int,
