@@ -81,7 +81,9 @@ class Settings(Strict):
     """Fewer pairs (at least 5) where the reference is slow, so timing takes about this long at most."""
     confidence: float = Field(0.95, gt=0.5, lt=1.0)
     timeout_s: float = Field(300.0, gt=0)
-    """Hard limit for one evaluation's child process (torch.compile's first build included)."""
+    """How long an evaluation's child may go without progress (its start, torch.compile's first build
+    included, to the first gate launch; then from one checked launch or timed pair to the next) before it
+    is killed as hung."""
     truth_multiple: float = Field(4.0, ge=1.0)
     """An output passes where its relative error against the truth (the module in float64 on the same
     inputs) is within its dtype's tolerance or within this many times PyTorch's own error against the

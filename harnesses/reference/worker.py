@@ -205,6 +205,7 @@ class Bench:
     def gate(self, cand: Candidate) -> None:
         for i in range(self.s["gate_draws"]):
             self.run_candidate(cand, self.dists[i % len(self.dists)], time_it=False)
+            child.beat()  # a slow candidate finishing its launches is never taken for a hung one
 
     def benchmark(self, cand: Candidate) -> dict:
         from autodiscovery.toolkit.stats import summarize_ratio
@@ -224,6 +225,7 @@ class Bench:
                     ms["candidate"].append(self.run_candidate(cand, timed, time_it=True))
                 elif who == "eager" or self.compiled is not None:
                     ms[who].append(self.run_reference(who, timed))
+            child.beat()
         out = {"ms": {k: _median(v) for k, v in ms.items() if v}, "pairs": pairs, "timed_dist": timed}
         out["speedup"] = {k: summarize_ratio([r / c for r, c in zip(ms[k], ms["candidate"])], self.s["confidence"])
                           for k in ("eager", "compile") if ms[k]}
@@ -243,6 +245,7 @@ class Bench:
             tb = self.run_candidate(b, timed, time_it=True)
             t_ch, t_inc = (ta, tb) if a is challenger else (tb, ta)
             ratios.append(t_inc / t_ch)
+            child.beat()
         return {"ratio": summarize_ratio(ratios, self.s["confidence"])}
 
 
