@@ -28,7 +28,7 @@ from autodiscovery.interfaces import (
     Proposal,
     Section,
 )
-from autodiscovery.store import Store
+from autodiscovery.store import EvalStatus, Store
 from autodiscovery.toolkit.build import BuildReport
 
 
@@ -127,19 +127,19 @@ class ToyHarness(HarnessBase):
         fn = self._function(build)
         xs = [random.random() for _ in range(self.s.length)]
         if abs(fn(xs) - sum(xs)) > 1e-9 * self.s.length:
-            return Outcome("incorrect", log="total(xs) differs from sum(xs)")
+            return Outcome(EvalStatus.incorrect, log="total(xs) differs from sum(xs)")
         times = self._times(fn, xs)
         ms = statistics.median(times)
         q = len(times) // 4
         metrics = {"ms": ms, "ms_low": times[q], "ms_high": times[-1 - q], "calls": times}
-        return Outcome("ok", metrics, "", 0.0, "cpu", score=ms)
+        return Outcome(EvalStatus.ok, metrics, "", 0.0, "cpu", score=ms)
 
     def head_to_head(self, challenger, incumbent) -> Outcome:
         a, b = self._function(challenger[1]), self._function(incumbent[1])
         xs = [random.random() for _ in range(self.s.length)]
         ratios = sorted(statistics.median(self._times(b, xs)) / statistics.median(self._times(a, xs)) for _ in range(5))
         r = ratios[2]
-        return Outcome("ok", {"ratio": {"median": r, "ci_low": ratios[0], "ci_high": ratios[-1]}}, "", 0.0, "cpu")
+        return Outcome(EvalStatus.ok, {"ratio": {"median": r, "ci_low": ratios[0], "ci_high": ratios[-1]}}, "", 0.0, "cpu")
 
     # ---- what it adds to the reports ------------------------------------------------------------
     @staticmethod
@@ -179,8 +179,8 @@ class SanitizedToy(ToyHarness):
         tools = {t: {"status": "clean", "errors": 0, "seconds": 0.0}
                  for t in ("memcheck", "racecheck", "synccheck", "initcheck")}
         if "sum(" not in source:
-            return Outcome("ok", {"tools": tools, "findings": []}, "", 0.0, "cpu")
+            return Outcome(EvalStatus.ok, {"tools": tools, "findings": []}, "", 0.0, "cpu")
         finding = "memcheck: Invalid __global__ read of size 4 bytes (at total+0x90; by thread (0,0,0) in block (3,0,0))"
         tools["memcheck"] = {"status": "findings", "errors": 1, "seconds": 0.0}
-        return Outcome("incorrect", {"tools": tools, "findings": [finding]},
+        return Outcome(EvalStatus.incorrect, {"tools": tools, "findings": [finding]},
                        f"compute-sanitizer found 1 error(s): {finding}", 0.0, "cpu")

@@ -138,8 +138,8 @@ class Candidate(Base):
     @property
     def measurement(self) -> Evaluation | None:
         """The candidate's own gate-and-benchmark evaluation (a finished one)."""
-        return next((e for e in self.evaluations if e.kind == "benchmark"
-                     and e.status not in ("running", "interrupted")), None)
+        return next((e for e in self.evaluations if e.kind == EvalKind.benchmark
+                     and e.status not in (EvalStatus.running, EvalStatus.interrupted)), None)
 
 
 class Evaluation(Base):

@@ -148,7 +148,7 @@ def benchmark(job: dict) -> dict:
             kernels[name] = Kernel(spec["cubin"], spec["launch"], bench.stream, info,
                                    lambda n, name=name: bench.workspace(name, n))
         except LaunchRefused as exc:
-            return {"status": "rejected", "log": f"{name}: launch refused: {exc}" if len(job["kernels"]) > 1
+            return {"status": EvalStatus.rejected, "log": f"{name}: launch refused: {exc}" if len(job["kernels"]) > 1
                     else f"launch refused: {exc}", "metrics": metrics}
     def prefix(name: str) -> str:  # head to head: say which of the two
         return f"{name}: " if len(kernels) > 1 else ""
@@ -158,7 +158,7 @@ def benchmark(job: dict) -> dict:
         try:
             metrics["gate"][name] = bench.gate(k, name, s["gate_draws"], tol)
         except GateFailure as exc:
-            return {"status": "incorrect", "log": f"{prefix(name)}{exc}", "metrics": metrics}
+            return {"status": EvalStatus.incorrect, "log": f"{prefix(name)}{exc}", "metrics": metrics}
     t_gate = elapsed(t)
     t = time.perf_counter()
     order = list(kernels) + (["cublas"] if job["mode"] == "benchmark" else []) + [bench.other_kind] * both
@@ -187,7 +187,7 @@ def benchmark(job: dict) -> dict:
         c, r = bad[0]
         failed = sum(1 for b in bad if b[0].kernel == c.kernel)
         after_gate = sum(1 for b in checked if b[0].kernel == c.kernel)
-        return {"status": "incorrect", "metrics": metrics,
+        return {"status": EvalStatus.incorrect, "metrics": metrics,
                 "log": f"{prefix(c.kernel)}{failure(c, r, tol)} ({failed} of the {after_gate} launches checked after the gate failed)"}
     flops = 2 * M * N * K
     med = {name: float(np.median(times[:, k])) for k, name in enumerate(order)}
@@ -209,11 +209,11 @@ def benchmark(job: dict) -> dict:
     peak = info.peak_tflops
     for name in order:
         if peak and metrics["tflops"][name] > peak:
-            return {"status": "rejected", "metrics": metrics,
+            return {"status": EvalStatus.rejected, "metrics": metrics,
                     "log": (f"{name} timed at {metrics['tflops'][name]:.0f} TFLOP/s, above the dense bf16 peak of "
                             f"{info.name} ({peak:.0f} TFLOP/s: {info.sms} SMs at {info.max_sm_clock_mhz:.0f} MHz): "
                             "no honest kernel runs that fast, so the measurement was fooled")}
-    return {"status": "ok", "metrics": metrics, "log": ""}
+    return {"status": EvalStatus.ok, "metrics": metrics, "log": ""}
 
 
 def replay(job: dict) -> dict:
@@ -237,9 +237,9 @@ def replay(job: dict) -> dict:
             bench.gate(k, name, s["gate_draws"], tol)
             kernels[name] = k
         except LaunchRefused as exc:
-            steps[name] = {"status": "rejected", "log": f"launch refused: {exc}"}
+            steps[name] = {"status": EvalStatus.rejected, "log": f"launch refused: {exc}"}
         except GateFailure as exc:
-            steps[name] = {"status": "incorrect", "log": str(exc)}
+            steps[name] = {"status": EvalStatus.incorrect, "log": str(exc)}
     if kernels:
         order = [*kernels, "cublas"] + [bench.other_kind] * both
         times, inner, _ = bench.interleave({n: kernels.get(n) for n in order}, s["repetitions"], s["warmup_ms"],
@@ -250,7 +250,7 @@ def replay(job: dict) -> dict:
         for k, name in enumerate(kernels):
             bad = [(c, r) for c, r in results if c.kernel == name and c.phase not in GATE_PHASES and not r["ok"]]
             if bad:
-                steps[name] = {"status": "incorrect", "log": failure(*bad[0], tol)}
+                steps[name] = {"status": EvalStatus.incorrect, "log": failure(*bad[0], tol)}
                 continue
             ms = {"candidate": float(np.median(times[:, k])), "cublas": float(np.median(base))}
             ratios = base / times[:, k]
@@ -261,11 +261,11 @@ def replay(job: dict) -> dict:
                 other = summarize_ratio((times[:, -1] / times[:, k]).tolist(), s["confidence"])
                 metrics["vs"] = {s["baseline"]: metrics["ratio"], bench.other_kind: other}
             if info.peak_tflops and metrics["tflops"]["candidate"] > info.peak_tflops:
-                steps[name] = {"status": "rejected", "metrics": metrics,
+                steps[name] = {"status": EvalStatus.rejected, "metrics": metrics,
                                "log": f"timed above the dense bf16 peak of {info.name}: the measurement was fooled"}
             else:
-                steps[name] = {"status": "ok", "metrics": metrics, "log": ""}
-    return {"status": "ok", "metrics": {"device": info.name, "steps": steps}, "log": ""}
+                steps[name] = {"status": EvalStatus.ok, "metrics": metrics, "log": ""}
+    return {"status": EvalStatus.ok, "metrics": {"device": info.name, "steps": steps}, "log": ""}
 
 
 def calibrate(job: dict) -> dict:
@@ -281,7 +281,7 @@ def calibrate(job: dict) -> dict:
         k = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
         out[name] = {dist: [{key: r[key] for key in ("rel_err", "max_err", "nonfinite")} for r in rs]
                      for dist, rs in bench.errors(k, name, job["per_dist"], Tolerance.of(s, K)).items()}
-    return {"status": "ok", "metrics": {"errors": out, "device": info.name, "tolerance": Tolerance.of(s, K).rel},
+    return {"status": EvalStatus.ok, "metrics": {"errors": out, "device": info.name, "tolerance": Tolerance.of(s, K).rel},
             "log": ""}
 
 
@@ -303,11 +303,11 @@ def profile(job: dict) -> dict:
     try:
         kernel = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
     except LaunchRefused as exc:
-        return {"status": "rejected", "log": f"launch refused: {exc}", "metrics": {"device": info.name}}
+        return {"status": EvalStatus.rejected, "log": f"launch refused: {exc}", "metrics": {"device": info.name}}
     try:
         bench.gate(kernel, "candidate", 2, Tolerance.of(s, K))  # a kernel that fails is not worth profiling
     except GateFailure as exc:
-        return {"status": "incorrect", "log": str(exc), "metrics": {"device": info.name}}
+        return {"status": EvalStatus.incorrect, "log": str(exc), "metrics": {"device": info.name}}
     launch = bench.launchers({"candidate": kernel, "cublas": None})
     for name in ("candidate", "cublas"):
         bench.prepare(Draw(0, bench.seed(), 0))
@@ -316,7 +316,7 @@ def profile(job: dict) -> dict:
         launch[name](0)
         bench.stream.synchronize()
         check(cu.cuProfilerStop())
-    return {"status": "ok", "metrics": {"device": info.name, "kernel": spec["launch"]["kernel"]}, "log": ""}
+    return {"status": EvalStatus.ok, "metrics": {"device": info.name, "kernel": spec["launch"]["kernel"]}, "log": ""}
 
 
 def sanitize(job: dict) -> dict:
@@ -335,12 +335,12 @@ def sanitize(job: dict) -> dict:
     try:
         kernel = Kernel(spec["cubin"], spec["launch"], bench.stream, info)
     except LaunchRefused as exc:
-        return {"status": "rejected", "log": f"launch refused: {exc}", "metrics": {"device": info.name}}
+        return {"status": EvalStatus.rejected, "log": f"launch refused: {exc}", "metrics": {"device": info.name}}
     for i in range(job.get("launches", 2)):
         bench.prepare(Draw(i % 2, bench.seed(), i % 2))
         kernel(kernel.bind(*bench.slot(i % 2)))
     bench.stream.synchronize()
-    return {"status": "ok", "metrics": {"device": info.name, "shape": [M, N, K]}, "log": ""}
+    return {"status": EvalStatus.ok, "metrics": {"device": info.name, "shape": [M, N, K]}, "log": ""}
 
 
 def sticky_error() -> str:

@@ -293,7 +293,7 @@ def sanitize(job: dict) -> dict:
             t.copy_(torch.full_like(t, float("nan"), device="cpu") if t.is_floating_point() else torch.zeros_like(t, device="cpu"))
         cand()
         torch.cuda.synchronize()
-    return {"status": "ok", "metrics": {"kernels": [launch["kernel"] for launch in k["plan"]["launches"]]}, "log": ""}
+    return {"status": EvalStatus.ok, "metrics": {"kernels": [launch["kernel"] for launch in k["plan"]["launches"]]}, "log": ""}
 
 
 def evaluate(job: dict) -> dict:
@@ -303,7 +303,7 @@ def evaluate(job: dict) -> dict:
              for name, k in job["kernels"].items()}
     if job["mode"] == "head_to_head":
         metrics = bench.head_to_head(cands["challenger"], cands["incumbent"])
-        return {"status": "ok", "metrics": metrics | {"checked_launches": bench.checked}, "log": ""}
+        return {"status": EvalStatus.ok, "metrics": metrics | {"checked_launches": bench.checked}, "log": ""}
     note = bench.compile()
     steps = {}
     for name, cand in cands.items():
@@ -312,20 +312,20 @@ def evaluate(job: dict) -> dict:
             metrics |= bench.verdict_facts() | {"checked_launches": bench.checked, "device": bench.facts["gpu"],
                                                 "compile_note": note}
             if metrics["ms"]["candidate"] < metrics["floor_ms"]:
-                steps[name] = {"status": "rejected", "metrics": metrics,
+                steps[name] = {"status": EvalStatus.rejected, "metrics": metrics,
                                "log": f"faster than this problem's roofline floor: {metrics['ms']['candidate'] * 1e3:.1f} µs "
                                       f"against {metrics['floor_ms'] * 1e3:.1f} µs ({metrics['gbps']:.0f} GB/s over the "
                                       f"{bench.facts['peak_gbps']:.0f} GB/s peak): a fooled measurement"}
             else:
-                steps[name] = {"status": "ok", "metrics": metrics, "log": note}
+                steps[name] = {"status": EvalStatus.ok, "metrics": metrics, "log": note}
         except Incorrect as exc:
-            steps[name] = {"status": "incorrect", "metrics": bench.verdict_facts() | {"checked_launches": bench.checked},
+            steps[name] = {"status": EvalStatus.incorrect, "metrics": bench.verdict_facts() | {"checked_launches": bench.checked},
                            "log": "\n".join(filter(None, [str(exc), bench.truth_note and
                                                            f"judged against PyTorch's output: {bench.truth_note}"]))}
         bench.worst = {}
         torch.cuda.synchronize()
     if job["mode"] == "replay":
-        return {"status": "ok", "metrics": {"steps": steps}, "log": ""}
+        return {"status": EvalStatus.ok, "metrics": {"steps": steps}, "log": ""}
     return steps["candidate"]
 
 
