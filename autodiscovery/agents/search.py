@@ -1,38 +1,37 @@
 """The built-in search agent: climbs the ladder of kernel families, then tunes knobs.
 
-A run starts from what the database knows: the best configurations recorded at the nearest other
-problems (`warm_start`) are measured first. Structural moves come next (the next untried family above
-the incumbent's, at its default, or where the harness's fit of the shape puts its tile knobs), since
-the large gains are structural; then knob moves: first the settings of the shape knobs that the fit
-rates faster than the family's best, then the neighbours of the family's best (one knob to another
-value, nearest first; where that breaks a constraint, with one more knob changed to repair it), those
-the fit rates much slower last, a hill climb that follows each keep; once those are all tried, Optuna's
-TPE sampler fitted to every measurement so far (the fit's order: `shape_order`). Knob moves go across the families worth tuning: the
-incumbent's, a higher family that was tried but did not win (for one round, then while it is within
-`CLOSE`, 5%, of the incumbent), and a lower one within `CLOSE` of the incumbent. They take turns in
-rounds of `knob_patience` moves without a keep, the incumbent's family first, so the budget is spent
-where the gains are likely; the search is exhausted only when every valid configuration of those
-families was tried. When to stop otherwise is the loop's (budget, target, `stop.patience`). The agent
-keeps no state of its own: everything is rebuilt from the history (and the warm start from the
-database, where the runs it draws on are finished), so a resumed run continues the same walk, and a
-given `agent.search.seed` gives the same walk.
+A run starts from what the databases know: the best configurations recorded at the nearest other
+problems, in the run's database and any kernel databases it names (`warm.py`), are measured first; with
+`start: top` they, or else the highest rungs, open the run in the seed's place. Structural moves come
+next (the next untried family above the incumbent's, at its default, or where the harness's fit of the
+shape puts its tile knobs), since the large gains are structural; then knob moves: first the settings of
+the shape knobs that the fit rates faster than the family's best, then the neighbours of the family's
+best (one knob to another value, nearest first; where that breaks a constraint, with one more knob
+changed to repair it), those the fit rates much slower last, a hill climb that follows each keep; once
+those are all tried, Optuna's TPE sampler fitted to every measurement so far (the fit's order:
+`shape_order`). Knob moves go across the families worth tuning: the incumbent's, a higher family that
+was tried but did not win (for one round, then while it is within `CLOSE`, 5%, of the incumbent), and a
+lower one within `CLOSE` of the incumbent. They take turns in rounds of `knob_patience` moves without a
+keep, the incumbent's family first, so the budget is spent where the gains are likely; the search is
+exhausted only when every valid configuration of those families was tried. When to stop otherwise is the
+loop's (budget, target, `stop.patience`). The agent keeps no state of its own: everything is rebuilt
+from the history (and the warm start from the database, where the runs it draws on are finished), so a
+resumed run continues the same walk, and a given `agent.search.seed` gives the same walk.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import random
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from autodiscovery import registry
-from autodiscovery.agents import tpe
+from autodiscovery.agents import tpe, warm
 from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
-from autodiscovery.agents.space import Family, Space, SpaceError
+from autodiscovery.agents.space import Family, Space
 from autodiscovery.campaign import Campaign, Strict
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
 from autodiscovery.store import CandidateStatus
@@ -86,37 +85,6 @@ def _own_space(campaign: Campaign) -> Space:
     return Space(harness.space) if harness.space is not None else Space.of_seed(campaign.seed_path())
 
 
-def kernel_stores(names: list[str]) -> list:
-    """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
-    else the project's), `shipped` for every database under the project's docs/."""
-    from autodiscovery import ROOT
-    from autodiscovery.store import Store, StoreError
-
-    paths = []
-    for name in names:
-        if name == "shipped":
-            paths += sorted((ROOT / "docs").glob("**/*.db"))
-        else:
-            paths.append(Path(name) if Path(name).exists() else ROOT / name)
-    out = []
-    for path in paths:
-        try:
-            out.append(Store(path, create=False, read_only=True))
-        except StoreError as exc:
-            raise SpaceError(f"agent.search.kernels: {exc}") from None
-    return out
-
-
-def _named(store) -> str:
-    """A kernel database as a hypothesis names it: its path within the project, or its file's name."""
-    from autodiscovery import ROOT
-
-    path = Path(store.shown.removeprefix("sqlite:///"))
-    if not path.is_absolute():
-        return store.shown
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
-
-
 def _settings(knobs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs.items())
 
@@ -140,7 +108,7 @@ class SearchAgent(AgentBase):
         self.devices = 1
         self.shape = campaign.problem.names()
         self.warm_start = s.warm_start
-        self.kernels = kernel_stores(s.kernels)  # a database that cannot be read is refused now
+        self.kernels = warm.kernel_stores(s.kernels)  # a database that cannot be read is refused now
         self.start = s.start
         self.problem = campaign.problem.model_dump(mode="json")
         self.harness_name = campaign.harness.name
@@ -173,48 +141,10 @@ class SearchAgent(AgentBase):
     # ---- warm start --------------------------------------------------------------------------
     def recorded_bests(self, sources: list, fingerprint: dict) -> list[tuple[str, dict[str, Any], str]]:
         """(family, knobs, where it comes from) of the best candidates of the `warm_start` runs nearest this
-        problem (the sum of |log| of the size ratios) among those of the same harness, the same problem
-        but for its sizes, on the same GPU, whose best is a configuration of this space. `sources`: (store,
-        the run to leave out) for the run's own database and each kernel database."""
-        found = []
-        for store, run_id in sources:
-            found += self._bests_in(store, run_id, fingerprint)
-        out, seen = [], set()
-        for _, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
-            if (family, canon(knobs)) in seen:
-                continue
-            seen.add((family, canon(knobs)))
-            out.append((family, knobs, where))
-            if len(out) == self.warm_start:
-                break
-        return out
-
-    def _bests_in(self, store, run_id: int | None, fingerprint: dict) -> list[tuple]:
-        from autodiscovery.store import Run
-
-        sizes = set(self.shape)
-        fixed = {k: v for k, v in self.problem.items() if k not in sizes}
-        named = "" if run_id is not None else f" in {_named(store)}"
-        found = []
-        with store.session() as s:
-            for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
-                config, best = run.config or {}, run.best
-                problem = config.get("problem") or {}
-                if ((config.get("harness") or {}).get("name") != self.harness_name or run.fingerprint.get("dry_run")
-                        or {k: v for k, v in problem.items() if k not in sizes} != fixed
-                        or run.fingerprint.get("gpu") != fingerprint.get("gpu")
-                        or not all(isinstance(problem.get(k), int) and problem[k] > 0 for k in sizes)):
-                    continue
-                fam = self.space.families.get(best.family or "")
-                if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
-                    continue
-                distance = sum(abs(math.log(problem[k] / v)) for k, v in self.shape.items())
-                metrics = best.measurement.metrics if best.measurement else {}
-                there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
-                where = "×".join(str(problem[k]) for k in self.shape)
-                found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
-                              f"the best of run {run.id}{named} at {where}{there}"))
-        return found
+        problem in `sources` ((store, the run to leave out) for the run's own database and each kernel
+        database; `warm.py`)."""
+        problem = warm.Problem(self.harness_name, self.problem, self.shape, fingerprint.get("gpu"))
+        return warm.bests(sources, problem, self.space, self.warm_start)
 
     def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the

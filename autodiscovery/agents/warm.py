@@ -1,0 +1,103 @@
+"""What a search run starts from: the best configurations recorded at the nearest problems, in the run's
+own database and in any kernel databases the campaign names (`agent.search.kernels`; `shipped`: those
+under the project's docs/). They are candidates like any other once proposed: built, gated and timed at
+this problem, never trusted for what they measured where they were recorded."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autodiscovery.agents.space import Space, SpaceError
+from autodiscovery.toolkit.text import canon
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The problem a warm start is for: which recorded runs are of it but for its sizes."""
+
+    harness: str
+    fields: dict[str, Any]
+    """The campaign's problem as recorded (its sizes and the rest: element types, say)."""
+    sizes: dict[str, int]
+    gpu: str | None
+
+
+def kernel_stores(names: list[str]) -> list:
+    """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
+    else the project's), `shipped` for every database under the project's docs/."""
+    from autodiscovery import ROOT
+    from autodiscovery.store import Store, StoreError
+
+    paths = []
+    for name in names:
+        if name == "shipped":
+            paths += sorted((ROOT / "docs").glob("**/*.db"))
+        else:
+            paths.append(Path(name) if Path(name).exists() else ROOT / name)
+    out = []
+    for path in paths:
+        try:
+            out.append(Store(path, create=False, read_only=True))
+        except StoreError as exc:
+            raise SpaceError(f"agent.search.kernels: {exc}") from None
+    return out
+
+
+def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tuple[str, dict[str, Any], str]]:
+    """(family, knobs, where it comes from) of the best candidates of the `count` runs nearest `problem`
+    (the sum of |log| of the size ratios) among those of the same harness, the same problem but for its
+    sizes, on the same GPU, whose best is a configuration of `space`, distinct configurations only.
+    `sources`: (store, the run to leave out, or None) for each database read."""
+    found = []
+    for store, run_id in sources:
+        found += _bests_in(store, run_id, problem, space)
+    out, seen = [], set()
+    for _, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
+        if (family, canon(knobs)) in seen:
+            continue
+        seen.add((family, canon(knobs)))
+        out.append((family, knobs, where))
+        if len(out) == count:
+            break
+    return out
+
+
+def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list[tuple]:
+    from autodiscovery.store import Run
+
+    sizes = set(problem.sizes)
+    fixed = {k: v for k, v in problem.fields.items() if k not in sizes}
+    named = "" if run_id is not None else f" in {_named(store)}"
+    found = []
+    with store.session() as s:
+        for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
+            config, best = run.config or {}, run.best
+            recorded = config.get("problem") or {}
+            if ((config.get("harness") or {}).get("name") != problem.harness or run.fingerprint.get("dry_run")
+                    or {k: v for k, v in recorded.items() if k not in sizes} != fixed
+                    or run.fingerprint.get("gpu") != problem.gpu
+                    or not all(isinstance(recorded.get(k), int) and recorded[k] > 0 for k in sizes)):
+                continue
+            fam = space.families.get(best.family or "")
+            if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
+                continue
+            distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items())
+            metrics = best.measurement.metrics if best.measurement else {}
+            there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
+            where = "×".join(str(recorded[k]) for k in problem.sizes)
+            found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
+                          f"the best of run {run.id}{named} at {where}{there}"))
+    return found
+
+
+def _named(store) -> str:
+    """A kernel database as a hypothesis names it: its path within the project, or its file's name."""
+    from autodiscovery import ROOT
+
+    path = Path(store.shown.removeprefix("sqlite:///"))
+    if not path.is_absolute():
+        return store.shown
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
