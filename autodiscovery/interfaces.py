@@ -386,6 +386,10 @@ class Fit(Protocol):
     tie_break: Any
     """How to order configurations whose estimates are equal, by what the model leaves out (lower first;
     0 where it has nothing to add)."""
+    l2_gb: float
+    """The bytes of operands the configuration moves that the estimate does not count (for a GEMM, what its
+    tiles read from L2, in GB; 0 where the model has none): of moves the estimate cannot tell apart, those
+    that move markedly fewer go first."""
 
     def describe(self) -> str:
         """The fit in words: its tiles, the waves they run in, the work of the busiest unit."""

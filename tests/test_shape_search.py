@@ -230,7 +230,11 @@ def test_moves_the_fit_rates_a_little_faster_come_before_those_it_cannot_tell_ap
     here = harness.fit(space.render("wgmma_cluster", best)).estimate
     nudged = [harness.fit(space.render("wgmma_cluster", k)).estimate for k, w in order[lead:] if "× faster" in w]
     assert nudged == sorted(nudged) and all(here / 1.03 <= e < here / 1.01 for e in nudged)
-    rest = [k for k, w in order[lead + len(nudged):] if "faster" not in w and "slower" not in w]
+    lean = [k for k, w in order[lead + len(nudged):] if "GB of operands" in w]
+    here_gb = harness.fit(space.render("wgmma_cluster", best)).l2_gb
+    gbs = [harness.fit(space.render("wgmma_cluster", k)).l2_gb for k in lean]
+    assert gbs == sorted(gbs) and all(gb < here_gb * 0.9 for gb in gbs)
+    rest = [k for k, w in order[lead + len(nudged) + len(lean):] if "faster" not in w and "slower" not in w]
     assert rest == [k for k in near if k in rest]  # the others keep their order
     square, campaign = harness_at(4096, 4096, 4096)
     agent = SearchAgent(campaign)
@@ -279,3 +283,42 @@ def test_a_run_recorded_before_a_knob_existed_resumes_its_walk_from_its_best(spa
     assert not any(canon(m.knobs) in done for m in cluster)
     base = fam.complete(old)  # each a neighbour of it: one knob moved (two where a constraint needs it)
     assert all(1 <= sum(m.knobs[k] != base[k] for k in m.knobs) <= 2 for m in cluster)
+
+
+def test_of_moves_the_fit_cannot_tell_apart_those_that_move_fewer_bytes_come_first(space):
+    """At 8192×57344×8192 (many waves, at the power limit) the fit rates 128×256 tiles in clusters of one or
+    two alike, but a cluster of two along M that multicasts B reads a third fewer operand bytes from L2
+    (measured on an H100: 0.978× → 1.008× the best cuBLASLt algorithm): it is the first such move, ahead
+    of the moves that read as much; a configuration whose cluster shares nothing reads as a lone block."""
+    fam = space.families["wgmma_cluster"]
+    harness, campaign = harness_at(8192, 57344, 8192)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    best = fam.default | {"CTAS": 0}
+    order = agent.fits.order(fam, best, agent.neighbours(fam, best))
+    lead = [why for _, why in order].index(next(why for _, why in order if "GB of operands" in why))
+    assert all("faster" in why for _, why in order[:lead])
+    assert order[lead][0] == best | {"CLUSTER": 2} and "60.1 GB" in order[lead][1] and "90.2 GB" in order[lead][1]
+    shared = harness.fit(space.render("wgmma_cluster", best | {"CLUSTER": 2}))
+    alone = harness.fit(space.render("wgmma_cluster", best))
+    along_n = harness.fit(space.render("wgmma_cluster", best | {"CLUSTER": 2, "CLUSTER_DIM": "N"}))
+    assert shared.estimate == pytest.approx(alone.estimate, rel=0.01)
+    assert shared.l2_gb == pytest.approx(alone.l2_gb * 2 / 3) and along_n.l2_gb == pytest.approx(alone.l2_gb * 5 / 6)
+
+
+def test_a_warm_start_is_also_tried_at_the_nearest_tile_that_reads_far_fewer_bytes(space):
+    """A best recorded at 16 rows with 16-row tiles, warm-starting 32×57344×8192, would read B twice: the
+    warm start is followed by the same kernel 32 rows high (measured on an H100: 16×64 tiles 0.963× the
+    best cuBLASLt algorithm, 32×64 1.026×); where the tile already covers the rows, nothing is added."""
+    fam = space.families["wgmma_splitk"]
+    recorded = fam.default | {"BM": 16, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 10}
+    harness, campaign = harness_at(32, 57344, 8192)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    moves = agent.warm_moves([("wgmma_splitk", recorded, "the best of run 20 at 16×28672×4096")])
+    assert [knobs for _, knobs, _ in moves] == [recorded, recorded | {"BM": 32}]
+    assert "refitted" in moves[1][2] and "GB of operands from L2" in moves[1][2]
+    harness, campaign = harness_at(16, 28672, 4096)
+    agent = SearchAgent(campaign)
+    agent.bind(None, 1, harness, {})
+    assert [knobs for _, knobs, _ in agent.warm_moves([("wgmma_splitk", recorded, "run 20")])] == [recorded]

@@ -149,7 +149,8 @@ class SearchAgent(AgentBase):
     def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
         harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
-        one badly). Made once, when the run is bound."""
+        one badly), or where a setting the fit rates no slower reads far fewer operand bytes (`leaner`).
+        Made once, when the run is bound."""
         harness = self.fits.harness
         out = []
         for family, knobs, where in bests:
@@ -159,6 +160,8 @@ class SearchAgent(AgentBase):
             out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
                                        f"nearby problem.{here}"))
             refit, why = self.fits.start(fam, knobs)
+            if refit == knobs and (lean := self.fits.leaner(fam, knobs)) is not None:
+                refit, why = lean
             if refit != knobs:
                 out.append((family, refit, f"Warm start from {where}, refitted to this problem: {family} at "
                                            f"{_settings(refit)}: {why}"))

@@ -101,6 +101,12 @@ class Fit:
     """The operands' tensor maps promote L2 fills to 256 bytes (the DRAM floor at STREAM_GBPS)."""
     ring_k: int = 0
     """Columns of K the load ring holds in flight (0: no ring stated)."""
+    l2_gb: float = 0.0
+    """Operand bytes the tiles read from L2 in one launch, in GB: every tile reads its BM rows of A and its
+    BN columns of B over its K, an operand its cluster multicasts once a cluster. Not part of the estimate:
+    of configurations the estimate cannot tell apart, the one that moves fewer bytes goes first (a GEMM of
+    many waves runs at the power limit, where a byte not moved is a clock kept: 8192×57344×8192 on an H100,
+    128×256 tiles 0.978× the best cuBLASLt algorithm, the same in clusters of two sharing B 1.008×)."""
 
     @property
     def tie_break(self) -> int:
@@ -131,7 +137,8 @@ class Fit:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "tile": list(self.tile), "waves": round(self.waves, 4),
-                "useful": round(self.useful, 4), "estimate_us": round(self.estimate_us, 2)}
+                "useful": round(self.useful, 4), "estimate_us": round(self.estimate_us, 2),
+                "l2_gb": round(self.l2_gb, 3)}
 
 
 def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | None = None,
@@ -182,6 +189,10 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
     # blocks reads its share at their rate); the tile's epilogue and start on top.
     dram = 2 * (M * K + N * K) + out_bytes * M * N
     last = tiles - (per_slot - 1) * busy
+    cluster_size = launch.cluster[0] * launch.cluster[1] * launch.cluster[2]
+    a_reads = tiles_n / (cluster_size if launch.multicast == "A" else 1)
+    b_reads = tiles_m / (cluster_size if launch.multicast == "B" else 1)
+    l2_gb = 2 * K * (M * a_reads + N * b_reads) / 1e9
     operands = [tm for tm in launch.tensor_maps.values() if tm.get("tensor") in ("A", "B")]
     promoted = bool(operands) and all(tm.get("l2_promotion", 0) >= 256 for tm in operands)
     stream = STREAM_GBPS_PLAIN if operands and not promoted else STREAM_GBPS
@@ -195,4 +206,5 @@ def fit(launch: Launch, M: int, N: int, K: int, sms: int, peak_tflops: float | N
         estimate += M * N * (4 * split + out_bytes) / (DRAM_GBPS * 1e3) + 2.0
     return Fit(tile=(bm, bn), split=split, tiles=tiles, ctas=ctas, slots=slots, per_slot=per_slot,
                useful=M * N / (tiles_m * bm * tiles_n * bn), estimate_us=estimate, sms=sms,
-               cluster_reduce=in_cluster, stream_k=stream_k, promoted=promoted, ring_k=launch.ring_k or 0)
+               cluster_reduce=in_cluster, stream_k=stream_k, promoted=promoted, ring_k=launch.ring_k or 0,
+               l2_gb=l2_gb)

@@ -67,6 +67,10 @@ class Manifest(BaseModel):
     ring_k: int | None = Field(None, ge=1)
     """Columns of K whose operand tiles a block's load ring holds in flight (stages × the K of a stage):
     with one tile an SM, what a block loads per L2 round trip (for the fit of the shape; none: not stated)."""
+    multicast: Literal["A", "B"] | None = None
+    """The operand the blocks of a cluster load once and share (TMA multicast), so L2 serves it once per
+    cluster (for the fit of the shape: the operand bytes its tiles read from L2; none: each block loads its
+    own)."""
     pdl: bool = False
     """Launched as a programmatic dependent launch: the kernel's blocks may start while the kernel before
     it in the stream is still running, and each must execute `griddepcontrol.wait` before it reads or
@@ -88,6 +92,7 @@ class Launch(BaseModel):
     workspace: int = 0
     stream_k: bool = False
     ring_k: int | None = None
+    multicast: Literal["A", "B"] | None = None
     pdl: bool = False
 
 
@@ -130,6 +135,8 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     for arg in manifest.args:
         if arg not in OPERANDS + SCALARS + ("W",) and arg not in manifest.tensor_maps:
             raise ManifestError(f"manifest: unknown argument '{arg}' (A, B, C, M, N, K, W or a tensor map)")
+    if manifest.multicast is not None and size < 2:
+        raise ManifestError(f"manifest: multicast {manifest.multicast} needs a cluster of more than one block")
     if manifest.tile is not None and min(manifest.tile) < 1:
         raise ManifestError(f"manifest: tile {list(manifest.tile)} must be at least 1x1")
     for name, tm in maps.items():
@@ -143,5 +150,6 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
     return Launch(
         kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
         smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
-        workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k, pdl=manifest.pdl,
+        workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k, multicast=manifest.multicast,
+        pdl=manifest.pdl,
     )
