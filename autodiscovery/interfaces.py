@@ -212,6 +212,11 @@ class Harness(Protocol):
     def check(self, source: str) -> Any:
         """Raise an AutoDiscoveryError, with the reason, for a candidate this problem cannot take."""
 
+    def check_notes(self) -> list[tuple[str, bool]]:
+        """What the last `check` compared the candidate with beside its plan, as lines for `autodiscovery
+        check`: (line, whether it was checked); a line not checked says why and where it will be."""
+        return []
+
     def build(self, source: str) -> BuildReport: ...
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:

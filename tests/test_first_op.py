@@ -7,6 +7,7 @@ arguments are compared with what the manifest launches."""
 
 from __future__ import annotations
 
+import importlib.util
 import textwrap
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from autodiscovery.agents.space import SpaceError
 from autodiscovery.campaign import CampaignError
 from autodiscovery.cli import app
 from autodiscovery.interfaces import History, Record
+
+TORCH = importlib.util.find_spec("torch") is not None
 
 PROBLEM = '''\
 import torch
@@ -215,9 +218,10 @@ def test_the_first_op_walk(tmp_path, monkeypatch):
     res = invoke("check", "kernels/my_sm.cu", "--campaign", "my-op.yaml", "--set", cache)
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
-    assert [line.split()[:2] for line in lines[1:5]] == [["ok", "manifest:"], ["ok", "plan:"], ["ok", "build:"],
+    module = ["ok" if TORCH else "note", "module:"]
+    assert [line.split()[:2] for line in lines[1:6]] == [["ok", "manifest:"], ["ok", "plan:"], module, ["ok", "build:"],
                                                          ["ok", "kernels:"]]
-    assert "requires dim % 4 == 0 holds" in lines[2] and "the cubin defines my_softmax" in lines[4]
+    assert "requires dim % 4 == 0 holds" in lines[2] and "the cubin defines my_softmax" in lines[5]
     res = invoke("run", "--campaign", "my-op.yaml", "--dry-run", "--quiet", "--db", "my.db", "--set", cache)
     assert res.exit_code == 0 and "1 candidate built" in one_line(res.output), res.output
     assert "`autodiscovery show 1 --db my.db`" in one_line(res.output)
@@ -239,12 +243,51 @@ def test_a_dry_run_says_which_candidates_were_not_built(tmp_path, monkeypatch):
 
 @needs_nvcc
 def test_a_name_the_check_cannot_place_is_noted(tmp_path, monkeypatch):
-    """Before the GPU runs the module its parameters are unknown: a name that is no input, output or scratch
-    buffer is taken on trust, and the check says so (a misspelt input shows here)."""
+    """Before the GPU runs the module, and without PyTorch here, its parameters are unknown: a name that is no
+    input, output or scratch buffer is taken on trust, and the check says so (a misspelt input shows here);
+    with PyTorch the module on the meta device says what it has, and the name is refused."""
     path = my_op(tmp_path, kernel=KERNEL.replace("args: [x, out, dim]", "args: [xx, out, dim]"))
     monkeypatch.chdir(tmp_path)
     res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path), "--set", f"harness.cache_dir={tmp_path}/c")
-    assert res.exit_code == 0 and "note names: xx: neither an input, an output nor a scratch buffer" in one_line(res.output)
+    if TORCH:  # the module, run on the meta device, has no xx
+        assert res.exit_code == 1 and "args: 'xx' names nothing this problem has" in one_line(res.output), res.output
+    else:
+        assert res.exit_code == 0 and "note names: xx: neither an input, an output nor a scratch buffer" in \
+            one_line(res.output)
     res = invoke("check", "b/kernels/my_sm.cu", "--campaign", str(my_op(tmp_path / "b")), "--set",
                  f"harness.cache_dir={tmp_path}/c")
-    assert res.exit_code == 0 and "note" not in res.output
+    assert res.exit_code == 0 and "note names" not in one_line(res.output)
+
+
+@pytest.mark.skipif(TORCH, reason="PyTorch is installed here: the module is checked")
+def test_without_pytorch_check_says_the_outputs_were_not_checked(tmp_path, monkeypatch):
+    path = my_op(tmp_path, kernel=KERNEL.replace("dtype: float32", "dtype: float16"))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path), "--set", f"harness.cache_dir={tmp_path}/c")
+    said = one_line(res.output)
+    assert "note module: outputs not checked: PyTorch is not installed here (pip install torch)" in said, res.output
+    assert "FAIL plan" not in said
+
+
+@pytest.mark.skipif(not TORCH, reason="PyTorch is not installed here")
+@pytest.mark.parametrize("change, said", [
+    (("shape: [batch_size, dim]", "shape: [dim, batch_size]"),
+     "output 'out': the manifest declares float32 [4096, 1024], the reference returns float32 [1024, 4096]"),
+    (("shape: [batch_size, dim]", "shape: [batch_size]"),
+     "output 'out': the manifest declares float32 [1024], the reference returns float32 [1024, 4096]"),
+    (("dtype: float32", "dtype: float16"),
+     "output 'out': the manifest declares float16 [1024, 4096], the reference returns float32 [1024, 4096]"),
+    (("args: [x, out, dim]", "args: [x, out, weight, dim]"),
+     "launches[0] (my_softmax) args: 'weight' names nothing this problem has (inputs: x; parameters: none; "
+     "outputs and scratch: out; sizes: batch_size, dim)"),
+], ids=["transposed", "short", "half", "a name of nothing"])
+def test_check_holds_the_manifest_to_what_the_module_returns(tmp_path, monkeypatch, change, said):
+    """Without a GPU, on PyTorch's meta device: the outputs' shapes and dtypes and the names the launches pass."""
+    path = my_op(tmp_path, kernel=KERNEL.replace(*change))
+    monkeypatch.chdir(tmp_path)
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path))
+    assert res.exit_code == 1 and f"FAIL plan: at my_sm: {said}" in one_line(res.output), res.output
+    res = invoke("check", "b/kernels/my_sm.cu", "--campaign", str(my_op(tmp_path / "b")), "--set",
+                 f"harness.cache_dir={tmp_path}/c")
+    assert "ok module: outputs and argument names checked against the module on PyTorch's meta device (it " \
+           "returns float32 [1024, 4096])" in one_line(res.output)

@@ -124,7 +124,7 @@ def test_a_manifest_is_resolved_against_the_reference(tmp_path):
     (("shape: [batch_size]", "shape: [batch_size, 1]"), "declares float32 [2048, 1]"),
     (('"dim % 4 == 0"', '"dim % 3 == 0"'), "does not satisfy the kernel's requires 'dim % 3 == 0'"),
     (("block: [256, 1, 1]", "block: [2048, 1, 1]"), "a block of 2048 threads (at most 1024)"),
-    (("args: [x, out, dim", "args: [x, y, dim"), "unknown name 'y'"),
+    (("args: [x, out, dim", "args: [x, y, dim"), "'y' names nothing this problem has (inputs: x; parameters: none"),
     (("args: [x, out, dim", "args: [x, x, dim"), "output(s) out are passed to no kernel"),
     (("{f32: 1.0}", "{i32: 2147483648}"), "does not fit an int32"),
     (("outputs: {out:", "outputs: {x:"), "output 'x' takes a name already in use"),

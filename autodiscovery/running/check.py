@@ -86,6 +86,8 @@ def check_source(source: str, label: str, campaign: Campaign, harness=None) -> K
     requires = list(manifest.requires) if manifest is not None else []  # none for a whole program
     held = f"; requires {', '.join(requires)} hold{'s' if len(requires) == 1 else ''}" if requires else ""
     report.add(True, "plan", f"launch plan at {problem}" + (f" ({sizes})" if sizes else "") + held)
+    for line, checked in harness.check_notes():
+        report.add(True, "module", line, note=not checked)
     build = harness.build(source)
     if not build.ok:
         log = (build.log or "").replace("kernel.cu", name).strip()

@@ -74,6 +74,8 @@ class ReferenceHarness(HarnessBase):
         self.build_workers = self.settings.build_workers
         self.sms = 132
         self._helpers: str | None = None
+        self._meta: tuple[dict, str] | None = None
+        """The module's inputs, parameters and outputs from the meta device, or why not (`_meta_facts`)."""
 
     @property
     def sanitizes(self) -> bool:
@@ -136,9 +138,30 @@ class ReferenceHarness(HarnessBase):
 
     def check(self, source: str) -> dict:
         """The candidate's plan for this problem; ManifestError says why not (RefusedSource: it could read
-        the host)."""
+        the host). Before the GPU has probed the problem, its outputs and parameters come from a forward on
+        PyTorch's meta device (`meta.py`), where PyTorch is installed."""
         sandbox.check(source)
-        return manifest.resolve(manifest.parse(source), self.facts, self.sms)
+        return manifest.resolve(manifest.parse(source), self.facts | self._meta_facts(), self.sms)
+
+    def _meta_facts(self) -> dict:
+        if "outputs" in self.facts:
+            return {}
+        if self._meta is None:
+            from harnesses.reference import meta
+
+            found, why = meta.facts(str(self.static.path), self.static.sizes, self.problem.dtype)
+            self._meta = (found or {}, why)
+        return self._meta[0]
+
+    def check_notes(self) -> list[tuple[str, bool]]:
+        if "outputs" in self.facts or self._meta is None:
+            return []
+        found, why = self._meta
+        if not found:
+            return [(f"outputs not checked: {why}", False)]
+        outs = ", ".join(f"{o['dtype']} {o['shape']}" for o in found["outputs"])
+        return [(f"outputs and argument names checked against the module on PyTorch's meta device (it returns "
+                 f"{outs})", True)]
 
     def build(self, source: str) -> BuildReport:
         from harnesses.hopper_gemm.build import gencode

@@ -149,6 +149,11 @@ def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
             elif isinstance(arg, str) and (arg in known or (not probed and arg not in names and _tensor_name(arg)
                                                            and not _is_expression(arg, names))):
                 args.append(["tensor", arg])
+            elif isinstance(arg, str) and probed and _tensor_name(arg) and arg not in names:
+                raise ManifestError(f"{where} args: '{arg}' names nothing this problem has (inputs: "
+                                    f"{', '.join(inputs) or 'none'}; parameters: {', '.join(params) or 'none'}; "
+                                    f"outputs and scratch: {', '.join(tensors) or 'none'}; sizes: "
+                                    f"{', '.join(sizes) or 'none'})")
             else:
                 args.append(["i32", _value(arg, names, f"{where} args")])
         for kind, v in args:
