@@ -212,11 +212,6 @@ class Harness(Protocol):
     def check(self, source: str) -> Any:
         """Raise an AutoDiscoveryError, with the reason, for a candidate this problem cannot take."""
 
-    def check_notes(self) -> list[tuple[str, bool]]:
-        """What the last `check` compared the candidate with beside its plan, as lines for `autodiscovery
-        check`: (line, whether it was checked); a line not checked says why and where it will be."""
-        return []
-
     def build(self, source: str) -> BuildReport: ...
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
@@ -274,6 +269,11 @@ class HarnessBase:
     space: ClassVar[str | None] = None
     """The search space the search agent walks where a campaign names none (`agent.search.space`); None:
     a campaign of this harness names its own."""
+
+    def check_notes(self) -> list[tuple[str, bool]]:
+        """What the last `check` compared the candidate with beside its plan, as lines for `autodiscovery
+        check`: (line, whether it was checked); a line not checked says why and where it will be."""
+        return []
 
     @classmethod
     def for_config(cls, config: dict) -> type:
