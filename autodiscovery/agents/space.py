@@ -112,7 +112,7 @@ class Family(BaseModel):
         (the cluster family's product is tens of millions; most of it is refused by its first few knobs)."""
         keys = list(self.knobs)
         at: list[list] = [[] for _ in keys]  # the constraints to check once knob i is set
-        first = []  # those that name no knob
+        first: list = []  # those that name no knob
         for c in self.constraints:
             code = self._code(c.expr)
             named = [i for i, k in enumerate(keys) if k in code.co_names]
@@ -207,6 +207,8 @@ class Space:
         fam = self.families[family]
         if fam.source:
             return (self.seeds / fam.source).read_text()
+        if fam.template is None:
+            raise SpaceError(f"{family}: neither a source nor a template")
         try:
             return self.env.get_template(fam.template).render(**knobs)
         except jinja2.TemplateError as exc:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import Trial, TrialState, create_trial
 
 from autodiscovery.toolkit.text import canon
@@ -23,13 +23,14 @@ Knobs = dict[str, Any]
 
 
 def study(knobs: dict[str, list], points: list[tuple[Knobs, float | None]], seed: int,
-          higher_is_better: bool) -> tuple[optuna.Study, dict[str, CategoricalDistribution]]:
+          higher_is_better: bool) -> tuple[optuna.Study, dict[str, BaseDistribution]]:
     """A study over `knobs` (name -> choices) that already holds `points` (knobs, score or None)."""
-    dists = {k: CategoricalDistribution(v) for k, v in knobs.items()}
+    dists: dict[str, BaseDistribution] = {k: CategoricalDistribution(v) for k, v in knobs.items()}
+    choices = {k: set(v) for k, v in knobs.items()}
     s = optuna.create_study(direction="maximize" if higher_is_better else "minimize", sampler=optuna.samplers.TPESampler(
         seed=seed, n_startup_trials=4, constant_liar=True))
     for params, score in points:
-        if set(params) == set(dists) and all(params[k] in dists[k].choices for k in params):
+        if set(params) == set(dists) and all(params[k] in choices[k] for k in params):
             s.add_trial(create_trial(params=params, distributions=dists,
                                      **({"value": score} if score is not None else {"state": TrialState.FAIL})))
     return s, dists
@@ -39,7 +40,7 @@ def tell(s: optuna.Study, trial: Trial, score: float | None) -> None:
     s.tell(trial, score, state=TrialState.COMPLETE if score is not None else TrialState.FAIL)
 
 
-def untried(s: optuna.Study, dists: dict[str, CategoricalDistribution], seen: dict[str, float | None],
+def untried(s: optuna.Study, dists: dict[str, BaseDistribution], seen: dict[str, float | None],
             asks: int, key: Callable[[Knobs], str] = canon) -> Iterator[tuple[Trial, Knobs]]:
     """Up to `asks` draws; each one `seen` (by `key`) is told its score (FAIL when None) and skipped,
     the others are yielded for the caller to accept, or to `tell` FAIL."""

@@ -200,7 +200,8 @@ def measure_table(kernel: str, outcomes: list, harness: Any) -> Table:
         ok = o.status == EvalStatus.ok
         m = o.metrics if ok else {}
         figures = {c.key: c.value(m, {}) for c in columns(harness, "measure")}
-        ci = [interval(objective, *(objective.bounds(m) or (None, None)), spec=".4f")] if objective.interval else []
+        low, high = objective.bounds(m) or (None, None)
+        ci = [interval(objective, low, high, spec=".4f")] if objective.interval else []
         t.add_row(str(i + 1), o.status, *figure_cells(harness, "measure", figures, False),
                   fmt(o.score, precise), *ci, *figure_cells(harness, "measure", figures, True), fmt(o.seconds, ".2f"),
                   "" if ok else (o.log.splitlines() or [""])[0][:100])

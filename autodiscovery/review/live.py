@@ -14,6 +14,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -37,7 +38,7 @@ class LiveDisplay:
         self.note = ""
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=self.console)
-        self.task = None
+        self.task: TaskID | None = None
         self.live: Live | None = None
         self.harness: Any = None
 
@@ -56,9 +57,9 @@ class LiveDisplay:
     def started(self, run: Any, campaign: Any, harness: Any) -> None:
         self.harness = harness
         self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
-        self.task = self.progress.add_task("candidates", total=campaign.budget.candidates)
+        self.task = task = self.progress.add_task("candidates", total=campaign.budget.candidates)
         done = sum(c.status != CandidateStatus.proposed for c in run.candidates)
-        self.progress.update(self.task, completed=done)
+        self.progress.update(task, completed=done)
         self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
         self.live.start()
 

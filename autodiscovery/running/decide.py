@@ -37,6 +37,9 @@ def judge(outcome: Outcome, incumbent: float | None, objective: Objective, stop:
     score = outcome.score if outcome.score is not None else objective.read(outcome.metrics)
     if outcome.status != EvalStatus.ok:
         return Judgement(Ruling.revert, f"{outcome.status}: {first_line(outcome.log)}")
+    if score is None:  # an ok outcome without the objective's figure: the harness's fault, said as such
+        return Judgement(Ruling.revert, f"the harness reported no {objective.name} for a candidate that passed "
+                                        f"(metrics: {', '.join(outcome.metrics) or 'none'})")
     screened = outcome.metrics.get("screened")
     if incumbent is None:  # the first to pass is kept whatever it measures: a screened figure says so
         short = f", timed for {screened['pairs']} pairs: below {objective.reference_name or 'the baseline'}" \

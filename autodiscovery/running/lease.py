@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import update
+from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError
@@ -64,8 +65,8 @@ def claim(s: Session, run: Run, me: str) -> None:
         host, _, rest = held.partition(":")
         raise LeaseError(f"run {run.id} is being driven by process {rest.split(':')[0]} on {host} (last "
                          f"heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC); wait for it or stop it first")
-    won = s.execute(update(Run).where(Run.id == run.id, Run.owner.is_(None) if held is None else Run.owner == held)
-                    .values(owner=me, heartbeat_at=utcnow()))
+    taken = update(Run).where(Run.id == run.id, Run.owner.is_(None) if held is None else Run.owner == held)
+    won = cast(CursorResult, s.execute(taken.values(owner=me, heartbeat_at=utcnow())))
     if won.rowcount != 1:
         raise LeaseError(f"run {run.id} was taken by another process just now")
     s.refresh(run)

@@ -157,7 +157,7 @@ class Scheduler:
             self.finished(end)
         cands = [c for c in cands if c.id not in refused]
         for c in cands:
-            self.built[c.id] = self.prebuilt.pop(c.source_hash, None) or \
+            self.built[c.id] = self.prebuilt.pop(c.source_hash) if c.source_hash in self.prebuilt else \
                 self.builds.submit(self.life.harness.build, c.source)
         self.order += cands
         if cands:
@@ -253,7 +253,10 @@ class Scheduler:
         waiting = [c for c in self.order if c.id not in self.measuring and c.id not in self.measured]
         for cand in waiting[:max(0, self._free())]:
             build = self.built[cand.id]
-            self.measuring[cand.id] = devices.submit(lambda c=cand, b=build: self.life.measure(c, b.result()))
+            self.measuring[cand.id] = devices.submit(self._measure, cand, build)
+
+    def _measure(self, cand, build: Future):
+        return self.life.measure(cand, build.result())
 
     def _settle(self) -> None:
         """A stop rule fired: what the agent was already asked for is recorded (as proposed, evaluated on

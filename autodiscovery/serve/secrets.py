@@ -27,8 +27,8 @@ class Redactor:
     escaped for HTML, escaped inside a JSON string."""
 
     def __init__(self, db_url: str, environ: dict[str, str] | None = None) -> None:
-        environ = os.environ if environ is None else environ
-        found = {value for name, value in environ.items() if NAMED.search(name) and len(value) >= MIN_SECRET}
+        env = os.environ if environ is None else environ
+        found = {value for name, value in env.items() if NAMED.search(name) and len(value) >= MIN_SECRET}
         try:
             password = make_url(db_url).password
         except ArgumentError:

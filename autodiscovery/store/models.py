@@ -31,7 +31,7 @@ class Base(DeclarativeBase):
 def database_of(session: Session) -> str:
     """The database a session reads, as messages name it: a SQLite file by its path, any other by its URL
     without the password."""
-    url = session.get_bind().url
+    url = session.get_bind().engine.url
     if url.get_backend_name() == "sqlite":
         return (url.database or ":memory:").removeprefix("file:").split("?")[0]
     return url.render_as_string(hide_password=True)

@@ -83,7 +83,7 @@ def run(worker: str, job: dict, timeout_s: float, env: Mapping[str, str], prefix
             wrote = read_result(folder / RESULT)
         except FileNotFoundError:
             code = done.returncode
-            why = f"signal {-code}" if code < 0 else f"exit code {code}"
+            why = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             return Outcome(EvalStatus.crashed, log=f"evaluation child died ({why})\n{printed}", seconds=done.seconds)
         except ValueError as exc:
             return Outcome(EvalStatus.crashed, log=f"evaluation child's result does not read ({exc})\n{printed}",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
+_prctl: Callable[..., int] | None
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved now: the child only calls it
 except (OSError, AttributeError):  # not Linux: the deadline still holds

@@ -65,7 +65,7 @@ def blocks_per_sm(k: dict[str, Any], arch: Architecture, registers: int | None =
         "smem": SMEM_PER_SM // max(smem, 1),
         "ctas": MAX_CTAS_PER_SM,
     }
-    which = min(limits, key=limits.get)
+    which = min(limits, key=lambda k: limits[k])
     return max(1, limits[which]), which
 
 

@@ -57,7 +57,8 @@ class Builder:
                                     artifact="kernel.cubin", compiler=self.compiler, entry=entry,
                                     timeout_s=self.timeout_s,
                                     inspect=lambda cubin: {"has_hgmma": self._has_hgmma(cubin)})
-        if report.cached and report.ok and report.facts.get("has_hgmma") is None and cuobjdump(self.nvcc):
+        if report.cached and report.ok and report.artifact and report.facts.get("has_hgmma") is None \
+                and cuobjdump(self.nvcc):
             report.facts["has_hgmma"] = self._has_hgmma(Path(report.artifact))  # built where it was missing
             self.cache.update(key, report)
         return report

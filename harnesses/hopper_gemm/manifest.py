@@ -148,7 +148,7 @@ def resolve(manifest: Manifest, M: int, N: int, K: int, sms: int = 132) -> Launc
                 f"manifest: tensor map {name}: a box row of {cols * 2} bytes exceeds the {tm['swizzle']}-byte swizzle"
             )
     return Launch(
-        kernel=manifest.kernel, grid=grid, block=manifest.block, cluster=manifest.cluster,
+        kernel=manifest.kernel, grid=(grid[0], grid[1], grid[2]), block=manifest.block, cluster=manifest.cluster,
         smem=smem, args=list(manifest.args), tensor_maps=maps, tile=manifest.tile, split_k=manifest.split_k,
         workspace=workspace, stream_k=manifest.stream_k, ring_k=manifest.ring_k, multicast=manifest.multicast,
         pdl=manifest.pdl,

@@ -85,7 +85,7 @@ def summarize(row: dict[str, str]) -> dict:
     rate, ns = _number(row.get("dram__bytes.sum.per_second")), _number(row.get("gpu__time_duration.sum"))
     if rate is not None and ns is not None:
         out["dram_mb"] = round(rate * ns * 1e-9 / 1e6, 1)  # bytes moved to and from DRAM
-    tensor = sorted(((m, _number(v)) for m, v in row.items() if TENSOR.match(m) and _number(v) is not None),
+    tensor = sorted(((m, n) for m, v in row.items() if TENSOR.match(m) and (n := _number(v)) is not None),
                     key=lambda mv: ("gmma" not in mv[0], "hmma" not in mv[0], mv[0]))
     if tensor:
         out["tensor_pipe_pct"] = round(tensor[0][1], 2)

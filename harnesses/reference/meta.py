@@ -51,6 +51,8 @@ def _run(job: dict) -> dict:
     import torch
 
     spec = importlib.util.spec_from_file_location("autodiscovery_problem", job["path"])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{job['path']} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for k, v in job["sizes"].items():

@@ -63,7 +63,7 @@ def read(file: str, overrides: dict[str, int] | None = None) -> Static:
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     missing = [what for what, ok in (("class Model", model is not None), ("get_inputs()", "get_inputs" in functions),
                                      ("get_init_inputs()", "get_init_inputs" in functions)) if not ok]
-    if missing:
+    if missing or model is None:
         raise ProblemError(f"{name}: not a problem in KernelBench's format: no {', '.join(missing)}")
     forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
     if forward is None:

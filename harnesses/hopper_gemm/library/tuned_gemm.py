@@ -24,7 +24,7 @@ from pathlib import Path
 try:  # the CUDA driver's side: loading the cubins, tensor maps, launches
     from . import tuned_gemm_driver as _driver
 except ImportError:  # the folder is on sys.path, not a package
-    import tuned_gemm_driver as _driver
+    import tuned_gemm_driver as _driver  # type: ignore[no-redef]
 
 CudaError = _driver.CudaError
 """A CUDA driver call failed (loading a kernel, encoding a tensor map, a launch)."""
