@@ -1,5 +1,6 @@
-"""The launch manifest a candidate declares in a leading `/* @manifest ... */` YAML comment, read into a
-harness's own pydantic model (each harness says what its launches are)."""
+"""The launch manifest a candidate declares in a leading `/* @manifest ... */` YAML comment (a Triton
+candidate, a Python file: in its docstring, `\"\"\"@manifest ... \"\"\"`), read into a harness's own pydantic
+model (each harness says what its launches are)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/", re.S)
+MANIFEST_RE = re.compile(r"/\*\s*@manifest\b(.*?)\*/|^\"\"\"\s*@manifest\b(.*?)\"\"\"", re.S | re.M)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -18,10 +19,12 @@ def read(source: str, model: type[M], error: type[Exception]) -> M:
     naming the line of the source where the YAML breaks or the offending key is."""
     match = MANIFEST_RE.search(source)
     if not match:
-        raise error("no /* @manifest ... */ block in the source")
-    first = source[:match.start(1)].count("\n")  # the source line (0-based) the YAML's first line is on
+        raise error("no /* @manifest ... */ block in the source (in a Triton file: a \"\"\"@manifest ... \"\"\" docstring)")
+    group = 1 if match.group(1) is not None else 2
+    text = match.group(group)
+    first = source[:match.start(group)].count("\n")  # the source line (0-based) the YAML's first line is on
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)  # where it began
         at = f"line {first + mark.line + 1}: " if mark else ""
@@ -33,7 +36,7 @@ def read(source: str, model: type[M], error: type[Exception]) -> M:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        line = _line_of(yaml.compose(match.group(1)), err["loc"])
+        line = _line_of(yaml.compose(text), err["loc"])
         raise error(f"line {first + line + 1}: manifest: {where}: {err['msg']}") from None
 
 

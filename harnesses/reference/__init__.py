@@ -18,7 +18,7 @@ from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
-from autodiscovery.toolkit import child, sandbox
+from autodiscovery.toolkit import child, sandbox, triton_rule
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import preflight as host
 from autodiscovery.toolkit import sanitize as sanitizer
@@ -127,7 +127,10 @@ class ReferenceHarness(HarnessBase):
         return manifest.parse(source)  # the module's: a method's body does not see the class's names
 
     def entries(self, plan: dict) -> list[Entry]:
-        """Each launch's kernel and its arguments: a tensor is a pointer (8 bytes), a scalar its type's."""
+        """Each launch's kernel and its arguments: a tensor is a pointer (8 bytes), a scalar its type's (none
+        for a Triton candidate: there is no cubin before its first launch)."""
+        if plan.get("language") == "triton":
+            return []
         size = {"tensor": 8, "i32": 4, "i64": 8, "f32": 4, "f64": 8}
         known = {*self.facts.get("input_names", []), *(i["name"] for i in self.facts.get("inputs", [])),
                  *(p["name"] for p in self.facts.get("params", [])), *(t["name"] for t in plan["outputs"]),
@@ -140,7 +143,10 @@ class ReferenceHarness(HarnessBase):
         """The candidate's plan for this problem; ManifestError says why not (RefusedSource: it could read
         the host). Before the GPU has probed the problem, its outputs and parameters come from a forward on
         PyTorch's meta device (`meta.py`), where PyTorch is installed."""
-        sandbox.check(source)
+        if manifest.is_triton(source):
+            triton_rule.check(source, "the Triton candidate")
+        else:
+            sandbox.check(source)
         return manifest.resolve(manifest.parse(source), self.facts | self._meta_facts(), self.sms)
 
     def _meta_facts(self) -> dict:
@@ -164,6 +170,8 @@ class ReferenceHarness(HarnessBase):
                  f"{outs})", True)]
 
     def build(self, source: str) -> BuildReport:
+        if manifest.is_triton(source):
+            return self._triton_file(source)
         from harnesses.hopper_gemm.build import gencode
 
         s = self.settings
@@ -172,6 +180,23 @@ class ReferenceHarness(HarnessBase):
         key = build_key(source, compiler, " ".join(flags), s.arch)
         return toolkit_nvcc.build(self.cache, key, source, s.nvcc, flags, name="kernel.cu", artifact="kernel.cubin",
                                   compiler=compiler)
+
+    def _triton_file(self, source: str) -> BuildReport:
+        """A Triton candidate's 'build': the static rule again, then the file kept in the cache, where the
+        evaluation child imports it (Triton compiles its kernels there, on their first launch)."""
+        key = build_key(source, "triton", "", self.settings.arch)
+        files = BuildCache(self.cache_dir / "triton-files", "kernel.py")
+        cached = files.get(key)
+        if cached is not None:
+            return cached
+        try:
+            kernels = triton_rule.check(source, "kernel.py")
+        except triton_rule.RefusedTriton as exc:
+            return BuildReport(ok=False, cache_key=key, log=str(exc), compiler="triton")
+        work = files.workdir(key)
+        (work / "kernel.py").write_text(source)
+        report = BuildReport(ok=True, cache_key=key, compiler="triton", facts={"language": "triton", "kernels": kernels})
+        return files.put(key, report, work)
 
     # ---- measurements ---------------------------------------------------------------------
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:

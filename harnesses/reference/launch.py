@@ -84,15 +84,21 @@ class Candidate:
                 raise Refused(f"the cubin has no kernel named '{launch['kernel']}' (extern \"C\" __global__)") from None
             self._limits(f, launch, facts)
             self.funcs.append(f)
+        self._buffers(plan, given, guarded)
+        self.stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
+        self.packed = [self._pack(launch) for launch in plan["launches"]]
+
+    def _buffers(self, plan: dict, given: dict, guarded: bool) -> None:
+        """Its outputs and scratch, in an arena of their own where `guarded`, beside what it is given."""
+        torch = self.torch
         dtype = lambda name: getattr(torch, name)  # noqa: E731
         specs = [(t["name"], t["shape"], dtype(t["dtype"])) for t in [*plan["outputs"], *plan["scratch"]]]
         self.arena = Arena(torch, specs) if guarded else None
-        made = self.arena.tensors if guarded else {n: torch.empty(shape, dtype=d, device="cuda") for n, shape, d in specs}
+        made = self.arena.tensors if self.arena is not None else \
+            {n: torch.empty(shape, dtype=d, device="cuda") for n, shape, d in specs}
         self.outputs = [made[o["name"]] for o in plan["outputs"]]
         self.scratch = {s["name"]: made[s["name"]] for s in plan["scratch"]}
         self.tensors = dict(given) | made
-        self.stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
-        self.packed = [self._pack(launch) for launch in plan["launches"]]
 
     def _limits(self, f, launch: dict, facts: dict) -> None:
         cu = self.cu
@@ -138,6 +144,63 @@ class Candidate:
         for f, launch, (_, ptrs) in zip(self.funcs, self.plan["launches"], self.packed):
             (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
             _check(cu.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, launch["smem"], self.stream, ctypes.addressof(ptrs), 0))
+
+
+class TritonCandidate(Candidate):
+    """A Triton candidate: its file (checked again by the static rule before it is imported) and plan,
+    bound to buffers as a CUDA candidate's are; each launch calls the @triton.jit function with the
+    tensors and sizes its plan names, its constexprs, `num_warps` and `num_stages`, on the current stream
+    (Triton compiles each kernel on its first launch, which the gate's first draw makes)."""
+
+    def __init__(self, problem: Problem, path: str, plan: dict, facts: dict, given: dict,
+                 guarded: bool = True) -> None:
+        import importlib.util
+
+        from autodiscovery.toolkit import triton_rule
+
+        torch = problem.torch
+        self.torch, self.problem, self.plan = torch, problem, plan
+        if importlib.util.find_spec("triton") is None:
+            raise Refused("Triton is not installed on this machine (pip install triton): a Triton candidate cannot "
+                          "run here")
+        with open(path) as f:
+            triton_rule.check(f.read(), "the Triton candidate")
+        spec = importlib.util.spec_from_file_location("autodiscovery_triton_candidate", path)
+        if spec is None or spec.loader is None:
+            raise Refused(f"the Triton candidate at {path} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        self.kernels = []
+        for launch in plan["launches"]:
+            fn = getattr(module, launch["kernel"], None)
+            if fn is None:
+                raise Refused(f"the Triton file has no @triton.jit function named '{launch['kernel']}'")
+            self.kernels.append(fn)
+        self._buffers(plan, given, guarded)
+        from cuda.bindings import driver as cu
+
+        self.stream = cu.CUstream(torch.cuda.current_stream().cuda_stream)
+        for fn, launch in zip(self.kernels, plan["launches"]):  # compiled now, not inside a timed launch
+            try:
+                fn.warmup(*self._args(launch), grid=tuple(launch["grid"]), **launch["constexprs"],
+                          num_warps=launch["num_warps"], num_stages=launch["num_stages"])
+            except Exception as exc:  # the candidate's own code: Triton refuses to compile it
+                raise Refused(f"Triton could not compile {launch['kernel']}: {type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:300]}") from None
+
+    def _args(self, launch: dict) -> list:
+        return [self.tensors[value] if kind == "tensor" else value for kind, value in launch["args"]]
+
+    def __call__(self) -> None:
+        for fn, launch in zip(self.kernels, self.plan["launches"]):
+            fn[tuple(launch["grid"])](*self._args(launch), **launch["constexprs"], num_warps=launch["num_warps"],
+                                      num_stages=launch["num_stages"])
+
+
+def bind(problem: Problem, artifact: str, plan: dict, facts: dict, given: dict, guarded: bool = True) -> Candidate:
+    """The candidate an artifact and plan make: a cubin's kernels, or a Triton file's."""
+    kind = TritonCandidate if plan.get("language") == "triton" else Candidate
+    return kind(problem, artifact, plan, facts, given, guarded)
 
 
 def _poison(torch, t) -> None:

@@ -74,8 +74,40 @@ class Manifest(BaseModel):
     """Conditions on the sizes that the kernels need; a problem that fails one is refused."""
 
 
-def parse(source: str) -> Manifest:
+class TritonLaunch(BaseModel):
+    """A launch of a Triton candidate's @triton.jit function: no block (Triton sizes it from `num_warps`), its
+    `tl.constexpr` parameters by name, and Triton's two launch options, as a search space's knobs set them."""
+
+    model_config = ConfigDict(extra="forbid")
+    kernel: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Name of the @triton.jit function."""
+    grid: tuple[Expr, Expr, Expr]
+    args: list[str | int | dict[Literal["i32", "i64", "f32", "f64"], Expr | float]]
+    """The function's arguments before its constexprs, in order: tensors by name, sizes as expressions."""
+    constexprs: dict[str, Expr | float | bool] = {}
+    """Its `tl.constexpr` parameters: integers as expressions of the sizes, or literal floats and bools."""
+    num_warps: int = Field(4, ge=1, le=32)
+    num_stages: int = Field(3, ge=1, le=8)
+
+
+class TritonManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    launches: list[TritonLaunch] = Field(min_length=1)
+    outputs: dict[str, Tensor] = Field(min_length=1)
+    scratch: dict[str, Tensor] = {}
+    requires: list[str] = []
+
+
+def parse(source: str) -> Manifest | TritonManifest:
+    """The manifest of a CUDA candidate, or of a Triton one (a Python file with @triton.jit functions)."""
+    if is_triton(source):
+        return read(source, TritonManifest, ManifestError)
     return read(source, Manifest, ManifestError)
+
+
+def is_triton(source: str) -> bool:
+    """Whether a candidate is a Triton file: Python that imports triton, not CUDA C++."""
+    return "@triton.jit" in source and "import triton" in source and "__global__" not in source
 
 
 def _value(expr: Expr, names: dict[str, int], what: str) -> int:
@@ -88,7 +120,7 @@ def _value(expr: Expr, names: dict[str, int], what: str) -> int:
     return v
 
 
-def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
+def resolve(manifest: Manifest | TritonManifest, facts: dict, sms: int = 132) -> dict:
     """The manifest made final for one problem: every number evaluated, every name found among the
     reference's tensors (`facts`: sizes, inputs, params, outputs as the probe found them; before a
     probe, the sizes and input names alone, and names it cannot know are taken on trust)."""
@@ -128,8 +160,15 @@ def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
     for i, launch in enumerate(manifest.launches):
         where = f"launches[{i}] ({launch.kernel})"
         grid = [_value(g, names, f"{where} grid") for g in launch.grid]
-        block = [_value(b, names, f"{where} block") for b in launch.block]
-        smem = _value(launch.smem, names, f"{where} smem")
+        triton: dict = {}
+        if isinstance(launch, TritonLaunch):
+            block, smem = [32 * launch.num_warps, 1, 1], 0
+            triton = {"num_warps": launch.num_warps, "num_stages": launch.num_stages,
+                      "constexprs": {k: v if isinstance(v, (bool, float)) else _value(v, names, f"{where} constexprs {k}")
+                                     for k, v in launch.constexprs.items()}}
+        else:
+            block = [_value(b, names, f"{where} block") for b in launch.block]
+            smem = _value(launch.smem, names, f"{where} smem")
         if min(grid) < 1 or min(block) < 1:
             raise ManifestError(f"{where}: grid {grid} and block {block} must be positive")
         if block[0] * block[1] * block[2] > 1024:
@@ -159,12 +198,13 @@ def resolve(manifest: Manifest, facts: dict, sms: int = 132) -> dict:
         for kind, v in args:
             if kind == "i32" and not -2**31 <= v < 2**31:
                 raise ManifestError(f"{where} args: {v} does not fit an int32 (use {{i64: ...}})")
-        launches.append({"kernel": launch.kernel, "grid": grid, "block": block, "smem": smem, "args": args})
+        launches.append({"kernel": launch.kernel, "grid": grid, "block": block, "smem": smem, "args": args, **triton})
     used = {name for launch in launches for kind, name in launch["args"] if kind == "tensor"}
     unwritten = [o["name"] for o in outputs if o["name"] not in used]
     if unwritten:
         raise ManifestError(f"output(s) {', '.join(unwritten)} are passed to no kernel")
-    return {"launches": launches, "outputs": outputs, "scratch": [t for t in tensors.values() if t["kind"] == "scratch"]}
+    return {"launches": launches, "outputs": outputs, "scratch": [t for t in tensors.values() if t["kind"] == "scratch"],
+            "language": "triton" if isinstance(manifest, TritonManifest) else "cuda"}
 
 
 def _tensor_name(text: str) -> bool:

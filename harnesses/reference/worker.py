@@ -32,7 +32,7 @@ from harnesses.reference.gate import (
     roofline,
 )
 from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _one
-from harnesses.reference.launch import POISON, Arena, Candidate, Refused, _bits, _poison
+from harnesses.reference.launch import POISON, Arena, Candidate, Refused, _bits, _poison, bind
 from harnesses.reference.probe import probe, to_float64, truth_forward
 from harnesses.reference.problem import PROBLEM_FAILED
 
@@ -284,7 +284,7 @@ def sanitize(job: dict) -> dict:
     bench = Bench(job, guarded=False)
     torch = bench.torch
     (name, k), = job["kernels"].items()
-    cand = Candidate(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given, guarded=False)
+    cand = bind(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given, guarded=False)
     for dist in bench.dists[:job.get("launches", 2)]:
         state = bench.gen.get_state()
         for spec, again in zip(bench.problem.inputs, bench.redraw(state, dist)):
@@ -299,7 +299,7 @@ def sanitize(job: dict) -> dict:
 def evaluate(job: dict) -> dict:
     bench = Bench(job)
     torch = bench.torch
-    cands = {name: Candidate(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given)
+    cands = {name: bind(bench.problem, k["cubin"], k["plan"], bench.facts, bench.given)
              for name, k in job["kernels"].items()}
     if job["mode"] == "head_to_head":
         metrics = bench.head_to_head(cands["challenger"], cands["incumbent"])

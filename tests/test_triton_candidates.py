@@ -1,0 +1,65 @@
+"""Triton candidates under the reference harness without a GPU: the manifest in the file's docstring, the
+plan (block from `num_warps`, constexprs from the sizes), `check` and the build (the static rule, the file
+kept where the evaluation child imports it); a hostile file is refused at its line before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autodiscovery import campaign as campaigns
+from autodiscovery.agents.space import Space
+from autodiscovery.cli import app
+from harnesses.reference import ReferenceHarness, manifest
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture
+def softmax(tmp_path):
+    camp = campaigns.load("softmax", [f"harness.cache_dir={tmp_path / 'cache'}"])
+    space = Space(camp.agent.search.space)
+    fam = space.families["triton_rows"]
+    return ReferenceHarness(camp), space.render("triton_rows", fam.default | {"ROWS": 2, "WARPS": 8})
+
+
+def test_a_triton_file_is_planned_from_its_docstring_manifest(softmax):
+    harness, source = softmax
+    assert manifest.is_triton(source)
+    plan = harness.check(source)
+    (launch,) = plan["launches"]
+    assert plan["language"] == "triton" and launch["grid"] == [2048, 1, 1] and launch["block"] == [256, 1, 1]
+    assert launch["constexprs"] == {"BLOCK": 16384, "ROWS": 2} and (launch["num_warps"], launch["num_stages"]) == (8, 2)
+    assert launch["args"] == [["tensor", "x"], ["tensor", "out"], ["i32", 4096], ["i32", 16384]]
+    assert harness.entries(plan) == []  # no cubin to read before Triton compiles it
+
+
+def test_the_build_keeps_the_file_and_refuses_a_hostile_one(softmax):
+    harness, source = softmax
+    built = harness.build(source)
+    assert built.ok and built.compiler == "triton" and built.facts["kernels"] == ["softmax_rows"]
+    assert Path(built.artifact).name == "kernel.py" and Path(built.artifact).read_text() == source
+    assert harness.build(source).cached
+    hostile = source.replace("import triton\n", "import os\nimport triton\n", 1)
+    refused = harness.build(hostile)
+    assert not refused.ok and "import os" in refused.log and refused.artifact is None
+
+
+def test_check_reads_a_triton_file_and_refuses_one_that_reaches_the_host(softmax, tmp_path, monkeypatch):
+    harness, source = softmax
+    monkeypatch.chdir(tmp_path)
+    Path("k.py").write_text(source)
+    res = CliRunner().invoke(app, ["check", "k.py", "--campaign", "softmax", "--set", f"harness.cache_dir={tmp_path}/c"])
+    assert res.exit_code == 0 and "ok build: built by triton" in one_line(res.output), res.output
+    Path("bad.py").write_text(source.replace("    first = tl.program_id(0) * ROWS\n",
+                                             "    first = tl.program_id(0) * ROWS\n    open('/etc/passwd')\n"))
+    res = CliRunner().invoke(app, ["check", "bad.py", "--campaign", "softmax", "--set", f"harness.cache_dir={tmp_path}/c"])
+    said = one_line(res.output)
+    assert res.exit_code == 1 and "FAIL plan" in said and "softmax_rows names 'open', which is not device code" in said
+    Path("nomanifest.py").write_text(source[source.index('"""\n', 3) + 4:])
+    res = CliRunner().invoke(app, ["check", "nomanifest.py", "--campaign", "softmax"])
+    assert res.exit_code == 1 and '"""@manifest ... """ docstring' in one_line(res.output), res.output
