@@ -50,13 +50,15 @@ class Programs:
         to `near_misses` of the last `recent` measured candidates within `near` of the incumbent."""
         higher = history.objective.higher_is_better
         measured = [r for r in history.records if r.score is not None]
+        scored = {id(r): r.score for r in measured if r.score is not None}
         inc = history.incumbent or (history.records[0] if history.records else None)
         if inc is None:
             return cls([], higher)
         entries, taken = [Entry(inc, "the incumbent")], {inc.source_hash}
 
         def better(r: Record) -> float:
-            return r.score if higher else -r.score
+            score = scored[id(r)]
+            return score if higher else -score
 
         best: dict[str, Record] = {}
         for r in measured:
@@ -70,7 +72,7 @@ class Programs:
         if inc.score is not None:
             close = []
             for r in reversed(measured[-recent:]):
-                gap = (r.score - inc.score) / inc.score * (1 if higher else -1)
+                gap = (scored[id(r)] - inc.score) / inc.score * (1 if higher else -1)
                 if r.source_hash not in taken and not r.kept and gap >= -near:
                     close.append(Entry(r, f"near miss ({gap:+.1%} against the incumbent)"))
                     taken.add(r.source_hash)

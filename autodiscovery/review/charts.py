@@ -8,8 +8,12 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEPT, REVERTED, FAILED, BASELINE = "#1a7f37", "#8c959f", "#cf222e", "#0969da"
 LABEL_GAP = 4
@@ -20,7 +24,7 @@ LABEL_GAP = 4
 class Figures:
     """Each chart by name, as a matplotlib figure."""
 
-    figs: dict[str, object] = field(default_factory=dict)
+    figs: dict[str, Figure] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
     """The heading a chart gets in the page where no table introduces it."""
 

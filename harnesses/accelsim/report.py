@@ -79,7 +79,7 @@ def settings_phase(config: dict, phase: str) -> int | None:
 
 def not_tried(rows: list[dict], budget: int | None) -> list[dict]:
     """The single changes phase D's budget left out (recorded when D began), less any simulated later."""
-    listed = next((r["not_tried"] for r in rows if r.get("not_tried")), [])
+    listed: list = next((r["not_tried"] for r in rows if r.get("not_tried")), [])
     simulated = {r["change"] for r in rows if r["phase"] == "D" and r["change"]}
     why = f"not simulated: phase D's budget ({budget} simulations) ran out first" if budget else \
         "not simulated: phase D's budget ran out first"
@@ -154,14 +154,15 @@ def combined(rows: list[dict], attributed: list[dict]) -> dict:
     for r in rows:
         if r["phase"] != "D" or not r["changes"] or not r["cycles"]:
             continue
-        parts = [singles.get(c) for c in r["changes"]]
-        ref = parts[0]["reference"] if parts and parts[0] else None
-        additive = ref + sum(p["cycles"] - ref for p in parts) if ref and all(parts) else None
+        found = [singles.get(c) for c in r["changes"]]
+        parts = [p for p in found if p is not None]
+        ref = parts[0]["reference"] if found and found[0] is not None else None
+        additive = ref + sum(p["cycles"] - ref for p in parts) if ref and len(parts) == len(found) else None
         points.append({"seq": r["seq"], "changes": r["changes"], "cycles": r["cycles"], "reference": ref,
                        "vs_reference": (r["cycles"] - ref) / ref if ref else None, "additive": additive,
                        "interaction": (r["cycles"] - additive) / ref if additive is not None else None,
                        "area_pct": r["area_pct"], "power_pct": r["power_pct"]})
-    left_out = next((r["combined_left_out"] for r in rows if r.get("combined_left_out")), [])
+    left_out: list = next((r["combined_left_out"] for r in rows if r.get("combined_left_out")), [])
     simulated = {tuple(p["changes"]) for p in points}
     return {"points": points, "left_out": [o for o in left_out if tuple(o["changes"]) not in simulated]}
 

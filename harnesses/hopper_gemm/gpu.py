@@ -165,13 +165,14 @@ class Kernel:
         M, K = A.shape
         N = B.shape[0]
         values = {"A": A, "B": B, "C": C}
-        storage = []
+        storage: list[ctypes._SimpleCData] = []
         for arg in self.launch["args"]:
             if arg in values:
                 storage.append(ctypes.c_void_p(values[arg].data.ptr))
             elif arg in ("M", "N", "K"):
                 storage.append(ctypes.c_int32({"M": M, "N": N, "K": K}[arg]))
             elif arg == "W":
+                assert self.workspace is not None  # a manifest passes W only with a workspace (manifest.resolve)
                 storage.append(ctypes.c_void_p(self.workspace.data.ptr))
             else:
                 storage.append(tensor_map(self.launch["tensor_maps"][arg], values))

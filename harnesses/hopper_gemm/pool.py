@@ -35,7 +35,7 @@ def choose(want: int | list[int] | str, ask: Ask) -> list[int]:
     have = out.metrics["device_count"]
     if want == "all":
         return list(range(have))
-    chosen = list(range(want)) if isinstance(want, int) else list(want)
+    chosen: list[int] = list(range(want)) if isinstance(want, int) else [int(g) for g in want]
     if max(chosen) >= have:
         raise HarnessError(f"harness.gpus asks for GPU {max(chosen)}, this machine has {have} "
                            f"(indices 0 to {have - 1})")

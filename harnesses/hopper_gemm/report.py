@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import jinja2
 
@@ -59,7 +60,7 @@ PROFILE_ROWS = [  # (key in a profile summary, label, format): the table and the
     ("dram_mb", "DRAM traffic (MB)", ".0f"), ("registers", "registers per thread", ".0f"),
     ("smem_kb", "dynamic shared memory (KB)", ".0f"), ("grid", "grid (blocks)", ".0f"),
 ]
-UNPROBED = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.0", "sms": 132, "l2_bytes": 50 * 2**20,
+UNPROBED: dict[str, Any] = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.0", "sms": 132, "l2_bytes": 50 * 2**20,
             "smem_per_block": 232448}
 """What a prompt says of the GPU when the run's fingerprint has no device (a dry run without one)."""
 

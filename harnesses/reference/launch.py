@@ -122,13 +122,14 @@ class Candidate:
                                          launch["smem"]))
 
     def _pack(self, launch: dict):
-        storage = []
+        storage: list[ctypes._SimpleCData] = []
         for kind, value in launch["args"]:
             if kind == "tensor":
                 storage.append(ctypes.c_void_p(self.tensors[value].data_ptr()))
             else:
-                storage.append({"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float,
-                                "f64": ctypes.c_double}[kind](value))
+                scalar: type[ctypes._SimpleCData] = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float,
+                                                     "f64": ctypes.c_double}[kind]
+                storage.append(scalar(value))
         ptrs = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
         return storage, ptrs
 
