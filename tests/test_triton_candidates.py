@@ -63,3 +63,13 @@ def test_check_reads_a_triton_file_and_refuses_one_that_reaches_the_host(softmax
     Path("nomanifest.py").write_text(source[source.index('"""\n', 3) + 4:])
     res = CliRunner().invoke(app, ["check", "nomanifest.py", "--campaign", "softmax"])
     assert res.exit_code == 1 and '"""@manifest ... """ docstring' in one_line(res.output), res.output
+
+
+def test_a_campaign_says_which_languages_its_candidates_may_be_in(tmp_path):
+    camp = campaigns.load("softmax", [f"harness.cache_dir={tmp_path / 'cache'}", "harness.languages=[cuda]"])
+    harness = ReferenceHarness(camp)
+    space = Space(camp.agent.search.space)
+    triton = space.render("triton_rows", space.families["triton_rows"].default)
+    with pytest.raises(manifest.ManifestError, match=r"a Triton candidate: this campaign takes cuda candidates only"):
+        harness.check(triton)
+    harness.check(camp.seed_path().read_text())  # the CUDA seed is taken

@@ -143,7 +143,11 @@ class ReferenceHarness(HarnessBase):
         """The candidate's plan for this problem; ManifestError says why not (RefusedSource: it could read
         the host). Before the GPU has probed the problem, its outputs and parameters come from a forward on
         PyTorch's meta device (`meta.py`), where PyTorch is installed."""
-        if manifest.is_triton(source):
+        language = "triton" if manifest.is_triton(source) else "cuda"
+        if language not in self.settings.languages:
+            raise manifest.ManifestError(f"a {'Triton' if language == 'triton' else 'CUDA'} candidate: this campaign takes "
+                                         f"{' and '.join(self.settings.languages)} candidates only (harness.languages)")
+        if language == "triton":
             triton_rule.check(source, "the Triton candidate")
         else:
             sandbox.check(source)

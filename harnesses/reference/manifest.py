@@ -91,6 +91,9 @@ class TritonLaunch(BaseModel):
 
 
 class TritonManifest(BaseModel):
+    """A Triton candidate's manifest, in its file's docstring: its @triton.jit functions' launches, and the
+    outputs and scratch buffers as a CUDA candidate's manifest declares them."""
+
     model_config = ConfigDict(extra="forbid")
     launches: list[TritonLaunch] = Field(min_length=1)
     outputs: dict[str, Tensor] = Field(min_length=1)

@@ -61,9 +61,13 @@ class Problem(ProblemBase):
 
 
 class Settings(Strict):
-    """The reference harness: CUDA kernels checked and timed against the user's PyTorch module."""
+    """The reference harness: CUDA and Triton kernels checked and timed against the user's PyTorch module."""
 
     name: Literal["reference"] = "reference"
+    languages: list[Literal["cuda", "triton"]] = Field(["cuda", "triton"], min_length=1)
+    """The languages its candidates may be in: CUDA C++ (device code, built with nvcc) and Triton (a Python
+    file of @triton.jit functions, run where Triton is installed). A candidate in another is refused by
+    `check`, before it is built."""
     baseline: Literal["eager", "compile"] = "eager"
     """The objective: the speed-up over PyTorch eager (KernelBench's), or over `torch.compile` of the
     reference. Both are measured and shown either way."""
