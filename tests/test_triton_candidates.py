@@ -73,3 +73,18 @@ def test_a_campaign_says_which_languages_its_candidates_may_be_in(tmp_path):
     with pytest.raises(manifest.ManifestError, match=r"a Triton candidate: this campaign takes cuda candidates only"):
         harness.check(triton)
     harness.check(camp.seed_path().read_text())  # the CUDA seed is taken
+
+
+def test_the_llm_agent_is_told_of_triton_and_a_whole_triton_file_is_taken_from_a_reply(tmp_path):
+    from autodiscovery.agents import edits
+
+    both = ReferenceHarness(campaigns.load("softmax", [f"harness.cache_dir={tmp_path}"]))
+    cuda = ReferenceHarness(campaigns.load("softmax", [f"harness.cache_dir={tmp_path}", "harness.languages=[cuda]"]))
+    said = one_line(both.brief({}))
+    assert said.startswith("You are a GPU kernel engineer writing CUDA and Triton kernels")
+    assert "You may instead write the kernels in Triton" in said and "there is no `triton.autotune`" in said
+    assert "Triton" not in cuda.brief({})
+    space = Space(campaigns.load("softmax").agent.search.space)
+    triton = space.render("triton_rows", space.families["triton_rows"].default)
+    reply = edits.parse(f"Hypothesis: two rows a program.\n\n```python\n{triton}```\n")
+    assert reply.whole == triton and reply.hypothesis == "two rows a program."

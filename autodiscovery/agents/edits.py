@@ -1,4 +1,5 @@
-"""Edits in a model's reply: aider-style SEARCH/REPLACE blocks, or one whole kernel in a fenced block.
+"""Edits in a model's reply: aider-style SEARCH/REPLACE blocks, or one whole kernel in a fenced block (CUDA
+with a `__global__` entry, or a Triton file with a `@triton.jit` function).
 
 A block is matched exactly first, then with relaxed leading whitespace. A block that matches nowhere is
 never skipped: the result says which block failed and shows the nearest lines that do exist, so the
@@ -56,7 +57,7 @@ def parse(reply: str) -> Reply:
     edits = [Edit(s, r) for s, r in BLOCK_RE.findall(reply)]
     whole = None
     if not edits:
-        fenced = [f for f in FENCE_RE.findall(reply) if "__global__" in f]
+        fenced = [f for f in FENCE_RE.findall(reply) if "__global__" in f or "@triton.jit" in f]
         whole = fenced[-1] if fenced else None
     return Reply(hypothesis[:2000], edits, whole)
 

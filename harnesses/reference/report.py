@@ -90,7 +90,8 @@ def brief(harness, fingerprint: dict) -> str:
         tolerances=", ".join(f"{k} {v:g}" for k, v in (TOLERANCE | s.tolerance).items()),
         multiple=f"{s.truth_multiple:g}", truth_note=facts.get("truth_note", "") if facts.get("truth") != "float64" else "",
         bytes_mb=(facts.get("bytes_read", 0) + facts.get("bytes_written", 0)) / 1e6 if "bytes_read" in facts else None,
-        flops=facts.get("flops"), floor_us=floor_us).rstrip("\n")
+        flops=facts.get("flops"), floor_us=floor_us, cuda="cuda" in s.languages,
+        triton="triton" in s.languages).rstrip("\n")
 
 
 def hardware(harness, fingerprint: dict, history) -> str:
