@@ -16,7 +16,6 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import History, Proposal, Record
-from autodiscovery.running.evaluate import screen
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.running.lifecycle import Lifecycle
 from autodiscovery.store import EvalKind, EvalStatus, RunStatus, Store
@@ -98,20 +97,22 @@ class Ladder:
                 batch.append(p)
             if not batch:
                 break
-            refused = [screen(self.harness, p.source) for p in batch]  # never built
+            cands = self.ledger.add(batch)
+            ends = [self.life.screen(c) for c in cands]  # refused before any build, as in a run
             with ThreadPoolExecutor(self.workers) as pool:
-                builds = list(pool.map(lambda pr: None if pr[1] else self.harness.build(pr[0].source),
-                                       zip(batch, refused)))
-            for p, build, refusal in zip(batch, builds, refused):
+                builds = list(pool.map(lambda ce: None if ce[1] else self.harness.build(ce[0].source),
+                                       zip(cands, ends)))
+            for p, cand, build, end in zip(batch, cands, builds, ends):
                 self.progress(f"{fam.name} {canon(p.knobs)}")
-                (cand,) = self.ledger.add([p])
-                if refusal is not None:
-                    self.ledger.reject(cand.id, refusal.log)
-                outcome = refusal or self.life.measure(cand, build).outcome
+                if end is not None:
+                    status, score, log = EvalStatus.rejected, None, end.reason
+                else:
+                    outcome = self.life.measure(cand, build).outcome
+                    assert outcome is not None  # the ladder measures: it has no dry run
+                    status, score, log = outcome.status, outcome.score, outcome.log
                 sources[canon(p.knobs)] = (cand, p, build)
-                records.append(Record(seq=len(records), family=fam.name, knobs=p.knobs, status=outcome.status,
-                                      score=outcome.score, kept=False, source_hash=source_hash(p.source),
-                                      log=outcome.log))
+                records.append(Record(seq=len(records), family=fam.name, knobs=p.knobs, status=status,
+                                      score=score, kept=False, source_hash=source_hash(p.source), log=log))
         passed = [r for r in records if r.score is not None]
         rung = Rung(fam.name, fam.rung, dict(fam.default), None, tried=len(records), passed=len(passed))
         if not passed:
