@@ -440,3 +440,25 @@ def test_a_long_conversation_is_kept_inside_the_context(tmp_path):
     assert requests[3]["messages"][-1]["content"].startswith("Your edit could not be applied")
     shown = json.loads(cli.invoke(app, ["show", "1", "--json", "--db", str(db)]).output)
     assert "#pragma unroll 4" in shown["candidates"][1]["source"]
+
+
+def test_a_refusal_is_told_to_the_model_and_a_bug_in_the_harness_is_not(monkeypatch, tmp_path):
+    """What the model hears of its kernel before a build: the harness's refusal (an AutoDiscoveryError) in
+    its words; any other exception from the harness's check is a bug of ours and goes up, never to the
+    model as if its kernel were at fault."""
+    from autodiscovery import campaign as campaigns
+    from autodiscovery.agents.llm import LlmAgent
+    from harnesses.hopper_gemm import HopperGemmHarness
+
+    c = campaigns.load("hopper-gemm", ["agent.kind=llm", "agent.llm.base_url=http://127.0.0.1:1/v1",
+                                       "agent.llm.models=[{name: a}]", f"harness.cache_dir={tmp_path}"])
+    agent, harness = LlmAgent(c), HopperGemmHarness(c)
+    agent.bind(None, 1, harness, {})
+    assert agent._build_problem('#include "/etc/passwd"\n').startswith("a quoted #include is refused")
+
+    def broken(source):
+        raise KeyError("tile")
+
+    monkeypatch.setattr(harness, "check", broken)
+    with pytest.raises(KeyError):
+        agent._build_problem("/* @manifest */")

@@ -13,6 +13,7 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents import edits
 from autodiscovery.agents.client import Call, LlmClient, LlmError, LlmModel, LlmSettings
 from autodiscovery.agents.programs import Draw, Programs
@@ -148,9 +149,12 @@ class LlmAgent(AgentBase):
             messages[:2] = self.messages(history, draw, reserve=size(messages[2:]))
 
     def _build_problem(self, source: str) -> str:
+        """What the model is told of its kernel before it is measured: why the harness refuses it, or the
+        compiler's errors ('' where it builds). Only a refusal (an AutoDiscoveryError) is the candidate's; any
+        other exception is a bug in the harness and goes up, never to the model as if the kernel caused it."""
         try:
             self.harness.check(source)
-        except Exception as exc:  # a manifest the harness refuses
+        except AutoDiscoveryError as exc:  # a manifest or a source the harness refuses
             return str(exc)
         build = self.harness.build(source)
         return "" if build.ok else trim(build.log, 30)
