@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.space import Space
 from autodiscovery.cli import app
-from harnesses.reference import ReferenceHarness, manifest
+from harnesses.reference import ReferenceHarness, manifest, triton_compile
+
+TRITON = triton_compile.available()
 
 
 def one_line(text: str) -> str:
@@ -41,7 +43,7 @@ def test_a_triton_file_is_planned_from_its_docstring_manifest(softmax):
 def test_the_build_keeps_the_file_and_refuses_a_hostile_one(softmax):
     harness, source = softmax
     built = harness.build(source)
-    assert built.ok and built.compiler == "triton" and built.facts["kernels"] == ["softmax_rows"]
+    assert built.ok and built.compiler.startswith("Triton") and built.facts["kernels"] == ["softmax_rows"]
     assert Path(built.artifact).name == "kernel.py" and Path(built.artifact).read_text() == source
     assert harness.build(source).cached
     hostile = source.replace("import triton\n", "import os\nimport triton\n", 1)
@@ -54,7 +56,7 @@ def test_check_reads_a_triton_file_and_refuses_one_that_reaches_the_host(softmax
     monkeypatch.chdir(tmp_path)
     Path("k.py").write_text(source)
     res = CliRunner().invoke(app, ["check", "k.py", "--campaign", "softmax", "--set", f"harness.cache_dir={tmp_path}/c"])
-    assert res.exit_code == 0 and "ok build: built by triton" in one_line(res.output), res.output
+    assert res.exit_code == 0 and "ok build: built by Triton" in one_line(res.output), res.output
     Path("bad.py").write_text(source.replace("    first = tl.program_id(0) * ROWS\n",
                                              "    first = tl.program_id(0) * ROWS\n    open('/etc/passwd')\n"))
     res = CliRunner().invoke(app, ["check", "bad.py", "--campaign", "softmax", "--set", f"harness.cache_dir={tmp_path}/c"])
@@ -88,3 +90,26 @@ def test_the_llm_agent_is_told_of_triton_and_a_whole_triton_file_is_taken_from_a
     triton = space.render("triton_rows", space.families["triton_rows"].default)
     reply = edits.parse(f"Hypothesis: two rows a program.\n\n```python\n{triton}```\n")
     assert reply.whole == triton and reply.hypothesis == "two rows a program."
+
+
+@pytest.mark.skipif(TRITON, reason="Triton is installed here: the candidate is compiled")
+def test_without_triton_the_build_says_where_it_will_compile(softmax):
+    harness, source = softmax
+    built = harness.build(source)
+    assert built.ok and built.compiler == "Triton (not installed here: compiled on the GPU's machine)"
+
+
+@pytest.mark.skipif(not TRITON, reason="Triton is not installed here")
+def test_with_triton_the_build_compiles_for_the_target_and_says_why_not(softmax):
+    """Triton's compiler for sm_90a, no GPU: a kernel it refuses fails the build with its words, and so does
+    a manifest that passes a function fewer arguments than it takes."""
+    harness, source = softmax
+    harness._meta_facts()
+    built = harness.build(source)
+    assert built.ok and built.compiler.startswith("Triton ") and built.compiler.endswith(" for sm_90a")
+    assert built.facts["compiled"]["softmax_rows"]["shared"] >= 0
+    bad = harness.build(source.replace("offs = tl.arange(0, BLOCK)", "offs = tl.arange(0, 1000)"))
+    assert not bad.ok and "arange's range must be a power of 2" in bad.log
+    short = harness.build(source.replace("args: [x, out, batch_size, dim]", "args: [x, out, batch_size]"))
+    assert not short.ok and "softmax_rows takes 4 arguments before its constexprs (x, out, rows, cols), the " \
+                            "manifest passes 3" in short.log

@@ -11,6 +11,7 @@ in PyTorch eager and compiled, every launch checked, a time under the roofline f
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -186,20 +187,40 @@ class ReferenceHarness(HarnessBase):
                                   compiler=compiler)
 
     def _triton_file(self, source: str) -> BuildReport:
-        """A Triton candidate's 'build': the static rule again, then the file kept in the cache, where the
-        evaluation child imports it (Triton compiles its kernels there, on their first launch)."""
-        key = build_key(source, "triton", "", self.settings.arch)
+        """A Triton candidate's build: the static rule again; Triton's compile of every launch for the target
+        where Triton is installed here (in a child process, `triton_compile.py`), as nvcc builds a CUDA one;
+        the file kept in the cache, where the evaluation child imports it and compiles it for the GPU."""
+        from harnesses.reference import triton_compile
+
+        try:
+            kernels = triton_rule.check(source, "kernel.py")
+            plan = self.check(source)
+        except AutoDiscoveryError as exc:
+            return BuildReport(ok=False, cache_key="", log=str(exc), compiler="triton")
+        dtypes = {t["name"]: t["dtype"] for t in [*self.facts.get("inputs", []), *self.facts.get("params", []),
+                                                  *(self._meta or ({}, ""))[0].get("inputs", []),
+                                                  *(self._meta or ({}, ""))[0].get("params", []),
+                                                  *plan["outputs"], *plan["scratch"]]}
+        compiles = triton_compile.available() and all(
+            kind != "tensor" or value in dtypes for launch in plan["launches"] for kind, value in launch["args"])
+        key = build_key(source, "triton" + (" compiled" if compiles else ""), json.dumps(plan, sort_keys=True),
+                        self.settings.arch)
         files = BuildCache(self.cache_dir / "triton-files", "kernel.py")
         cached = files.get(key)
         if cached is not None:
             return cached
-        try:
-            kernels = triton_rule.check(source, "kernel.py")
-        except triton_rule.RefusedTriton as exc:
-            return BuildReport(ok=False, cache_key=key, log=str(exc), compiler="triton")
         work = files.workdir(key)
         (work / "kernel.py").write_text(source)
-        report = BuildReport(ok=True, cache_key=key, compiler="triton", facts={"language": "triton", "kernels": kernels})
+        facts: dict = {"language": "triton", "kernels": kernels}
+        compiler = "Triton (not installed here: compiled on the GPU's machine)"
+        if compiles:
+            ok, said, compiled = triton_compile.compile_file(str(work / "kernel.py"), plan, dtypes, self.settings.arch)
+            if not ok:
+                return BuildReport(ok=False, cache_key=key, log=said, compiler="triton")
+            compiler, facts["compiled"] = f"{said} for {self.settings.arch}", compiled
+        elif triton_compile.available():
+            compiler = "Triton (not compiled here: the inputs' dtypes are known once PyTorch runs the module)"
+        report = BuildReport(ok=True, cache_key=key, compiler=compiler, facts=facts)
         return files.put(key, report, work)
 
     # ---- measurements ---------------------------------------------------------------------
