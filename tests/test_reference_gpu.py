@@ -43,7 +43,8 @@ def test_a_short_run(name, tmp_path, build_cache):
                                    "--set", f"harness.cache_dir={build_cache}"])
     assert res.exit_code == 0, res.output
     chain = json.loads(CliRunner().invoke(app, ["--db", db, "lineage", "1", "--json"]).output)
-    assert [r["family"] for r in chain][:1] == ["naive"] and chain[-1]["family"] == "tuned"
+    above = {f.name for f in Space(campaigns.load(name).agent.search.space).ladder() if f.rung >= 2}  # CUDA or Triton
+    assert [r["family"] for r in chain][:1] == ["naive"] and chain[-1]["family"] in above
     assert chain[-1]["score"] > 1.0 and chain[-1]["figures"]["gbps"] > 1000
 
 

@@ -113,3 +113,19 @@ def test_with_triton_the_build_compiles_for_the_target_and_says_why_not(softmax)
     short = harness.build(source.replace("args: [x, out, batch_size, dim]", "args: [x, out, batch_size]"))
     assert not short.ok and "softmax_rows takes 4 arguments before its constexprs (x, out, rows, cols), the " \
                             "manifest passes 3" in short.log
+
+
+@pytest.mark.parametrize("name, family", [("softmax", "triton_rows"), ("rmsnorm", "triton_cols"),
+                                          ("bias_gelu", "triton_flat"), ("sum_reduction", "triton_cols")])
+def test_every_shipped_op_has_a_triton_family_that_passes_the_static_rule_and_its_plan(name, family, tmp_path):
+    """Each of the four shipped reference campaigns climbs from its CUDA seed through its CUDA family to a
+    Triton one (rung 3), each configuration of which is device code only and plans at the problem's sizes."""
+    camp = campaigns.load(name, [f"harness.cache_dir={tmp_path}"])
+    harness, space = ReferenceHarness(camp), Space(camp.agent.search.space)
+    fam = space.families[family]
+    assert fam.rung == 3 and [f.rung for f in space.ladder()] == [1, 2, 3]
+    for knobs in fam.valid_configurations(camp.problem.names()):
+        source = space.render(family, knobs)
+        assert manifest.is_triton(source)
+        plan = harness.check(source)
+        assert plan["language"] == "triton" and plan["launches"][0]["num_warps"] == knobs["WARPS"]
