@@ -25,14 +25,12 @@ FIT_NUDGE = 0.01
 """One-knob moves the fit estimates more than 1% (and at most FIT_EDGE) faster come next, fastest first,
 ahead of the moves it cannot tell apart."""
 LEANER = 0.1
-"""Of the moves the fit cannot tell apart, those whose tiles read more than 10% fewer operand bytes from L2
-(a fit's `l2_gb`, where it states one) come first, the fewest bytes first: at the power limit a byte not
-moved is a clock kept."""
+"""Of the moves the fit cannot tell apart, those that move more than 10% fewer bytes the estimate leaves out
+(a fit's `l2_gb`, where it states any) come first, the fewest first."""
 WARM_LEANER = 0.25
-"""A warm start is also tried refitted to the nearest setting of its shape knobs whose tiles read more than a
-quarter fewer operand bytes from L2, among those the fit estimates no slower (FIT_NUDGE): a best of 16 rows,
-tiled 16 high, reads B twice at 32 rows; 32 high, once (32×57344×8192 on an H100: 16×64 tiles 0.963× the
-best cuBLASLt algorithm, 32×64 1.026×)."""
+"""A warm start is also tried refitted to the nearest setting of its shape knobs that moves more than a
+quarter fewer such bytes, among those the fit estimates no slower (FIT_NUDGE): a best recorded at another
+shape may be tiled to read an operand more often than it needs here."""
 
 
 def nearest_others(fam: Family, k: str, around: Any) -> list[Any]:

@@ -23,6 +23,8 @@ harness imports the file and launches its kernels itself, in the evaluation chil
 from __future__ import annotations
 
 import ast
+import importlib.util
+from types import ModuleType
 
 from autodiscovery import AutoDiscoveryError
 
@@ -42,6 +44,18 @@ STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.While, ast.
 
 class RefusedTriton(AutoDiscoveryError):
     """A Triton candidate that is not device code only: the line, and what it is."""
+
+
+def load(path: str, label: str = "the Triton candidate") -> ModuleType:
+    """The file at `path` imported as a module, only after the rule has read it (RefusedTriton else)."""
+    with open(path) as f:
+        check(f.read(), label)
+    spec = importlib.util.spec_from_file_location("autodiscovery_triton_candidate", path)
+    if spec is None or spec.loader is None:
+        raise RefusedTriton(f"{label}: {path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def check(source: str, label: str = "candidate") -> list[str]:

@@ -197,9 +197,8 @@ class ReferenceHarness(HarnessBase):
             plan = self.check(source)
         except AutoDiscoveryError as exc:
             return BuildReport(ok=False, cache_key="", log=str(exc), compiler="triton")
-        dtypes = {t["name"]: t["dtype"] for t in [*self.facts.get("inputs", []), *self.facts.get("params", []),
-                                                  *(self._meta or ({}, ""))[0].get("inputs", []),
-                                                  *(self._meta or ({}, ""))[0].get("params", []),
+        known = self.facts | self._meta_facts()  # the probe's, else the meta device's (`check` asked for them)
+        dtypes = {t["name"]: t["dtype"] for t in [*known.get("inputs", []), *known.get("params", []),
                                                   *plan["outputs"], *plan["scratch"]]}
         compiles = triton_compile.available() and all(
             kind != "tensor" or value in dtypes for launch in plan["launches"] for kind, value in launch["args"])

@@ -15,6 +15,17 @@ class ProblemFailure(Exception):
     """The problem itself fails (its file, its Model, its inputs): nothing a candidate did."""
 
 
+
+def input_names(forward, n: int) -> list[str]:
+    """The names of a module's `n` inputs: `forward`'s parameters, else input0, input1, ..."""
+    try:
+        ps = list(inspect.signature(forward).parameters.values())
+    except (TypeError, ValueError):
+        ps = []
+    if len(ps) == n and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps):
+        return [p.name for p in ps]
+    return [f"input{i}" for i in range(n)]
+
 class Problem:
     """The user's module, built on the GPU: the model, its inputs' shapes and how to draw them."""
 
@@ -71,13 +82,7 @@ class Problem:
         take, checked unchanged after every launch."""
 
     def _names(self, n: int) -> list[str]:
-        try:
-            ps = list(inspect.signature(self.model.forward).parameters.values())
-        except (TypeError, ValueError):
-            ps = []
-        if len(ps) == n and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps):
-            return [p.name for p in ps]
-        return [f"input{i}" for i in range(n)]
+        return input_names(self.model.forward, n)
 
     def _stats(self, x) -> dict:
         torch = self.torch

@@ -164,13 +164,10 @@ class TritonCandidate(Candidate):
         if importlib.util.find_spec("triton") is None:
             raise Refused("Triton is not installed on this machine (pip install triton): a Triton candidate cannot "
                           "run here")
-        with open(path) as f:
-            triton_rule.check(f.read(), "the Triton candidate")
-        spec = importlib.util.spec_from_file_location("autodiscovery_triton_candidate", path)
-        if spec is None or spec.loader is None:
-            raise Refused(f"the Triton candidate at {path} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            module = triton_rule.load(path)
+        except triton_rule.RefusedTriton as exc:
+            raise Refused(str(exc)) from None
         self.kernels = []
         for launch in plan["launches"]:
             fn = getattr(module, launch["kernel"], None)

@@ -12,7 +12,6 @@ says why in a line and the GPU's probe checks the outputs instead.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import subprocess
 import sys
@@ -50,6 +49,8 @@ def _describe(t) -> dict:
 def _run(job: dict) -> dict:
     import torch
 
+    from harnesses.reference.inputs import input_names
+
     spec = importlib.util.spec_from_file_location("autodiscovery_problem", job["path"])
     if spec is None or spec.loader is None:
         raise ImportError(f"{job['path']} cannot be imported as a module")
@@ -69,12 +70,7 @@ def _run(job: dict) -> dict:
         with torch.no_grad():
             out = model(*sample)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    try:
-        ps = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        ps = []
-    named = len(ps) == len(sample) and all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps)
-    names = [p.name for p in ps] if named else [f"input{i}" for i in range(len(sample))]
+    names = input_names(model.forward, len(sample))
     params = dict(model.named_parameters()) | dict(model.named_buffers())
     return {"inputs": [{"name": n, **_describe(x)} for n, x in zip(names, sample) if isinstance(x, torch.Tensor)],
             "params": [{"name": k, **_describe(v)} for k, v in params.items()],

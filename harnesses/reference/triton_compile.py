@@ -52,13 +52,7 @@ def _compile(job: dict) -> dict:
 
     from autodiscovery.toolkit import triton_rule
 
-    with open(job["path"]) as f:
-        triton_rule.check(f.read(), "the Triton candidate")
-    spec = importlib.util.spec_from_file_location("autodiscovery_triton_candidate", job["path"])
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{job['path']} cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = triton_rule.load(job["path"])
     kernels = {}
     for launch in job["plan"]["launches"]:
         fn = getattr(module, launch["kernel"])
