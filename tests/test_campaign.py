@@ -13,7 +13,7 @@ def test_shipped_campaign_loads_with_defaults():
     assert c.seed_path().name == "naive.cu" and c.seed_path().is_file()
     assert [p.stem for p in campaigns.available()] == [
         "bias_gelu", "edge-codesign", "hopper-gemm", "llama3-8b-gemm", "llama3-8b-rest", "llama3-8b-small",
-        "llama70b-qwen72b-gemm", "rmsnorm", "softmax", "sum_reduction"]
+        "llama70b-qwen72b-gemm", "matmul", "rmsnorm", "softmax", "sum_reduction"]
 
 
 def test_overrides_are_parsed_and_validated():

@@ -11,7 +11,9 @@ from autodiscovery import campaign as campaigns
 from autodiscovery.agents.space import Space
 from harnesses.reference import ReferenceHarness
 
-NAMES = ["bias_gelu", "rmsnorm", "softmax", "sum_reduction"]
+NAMES = ["bias_gelu", "matmul", "rmsnorm", "softmax", "sum_reduction"]
+CUDA_FAMILY = {"matmul": "wmma"}
+"""Each campaign's CUDA family above its seed: `tuned`, the matrix multiplication's `wmma`."""
 
 
 def _setup(name: str, tmp_path=None):
@@ -27,9 +29,10 @@ def test_campaign_seed_and_default_resolve(name):
     assert camp.harness.name == "reference" and camp.problem.file == f"problems/{name}.py"
     seed = camp.seed_path().read_text()
     assert space.family_of_source(seed) == "naive"
-    tuned = space.families["tuned"]
+    family = CUDA_FAMILY.get(name, "tuned")
+    tuned = space.families[family]
     assert tuned.violations(tuned.default, camp.problem.names()) == []
-    for source in (seed, space.render("tuned", tuned.default)):
+    for source in (seed, space.render(family, tuned.default)):
         plan = harness.check(source)
         assert [o["name"] for o in plan["outputs"]] == ["out"]
         assert all(min(launch["grid"]) >= 1 for launch in plan["launches"])
@@ -39,8 +42,8 @@ def test_campaign_seed_and_default_resolve(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_seed_and_default_build_without_spills(name, tmp_path):
     camp, harness, space = _setup(name, tmp_path)
-    tuned = space.families["tuned"]
-    for source in (camp.seed_path().read_text(), space.render("tuned", tuned.default)):
+    family = CUDA_FAMILY.get(name, "tuned")
+    for source in (camp.seed_path().read_text(), space.render(family, space.families[family].default)):
         report = harness.build(source)
         assert report.ok, report.log
         assert report.registers and report.spill_stores == 0

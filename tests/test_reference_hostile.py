@@ -22,7 +22,9 @@ pytestmark = pytest.mark.gpu
 KERNELS = Path(__file__).parent / "kernels" / "reference"
 PROBLEM = KERNELS / "problem_rowsum.py"
 HONEST = KERNELS / "honest.cu"
-HOSTILE = sorted((KERNELS / "hostile").glob("*.cu"))
+HONEST_TRITON = KERNELS / "honest.py"
+HOSTILE = sorted([*(KERNELS / "hostile").glob("*.cu"), *(KERNELS / "hostile").glob("*.py")])
+"""CUDA kernels and Triton files (`.py`), each with the status it must get on its first line."""
 UNSAFE = sorted((KERNELS / "unsafe").glob("*.cu"))
 """Kernels whose outputs are right and whose guard zones stay whole, but that read out of bounds, race on
 shared memory, miss a barrier or read memory nothing wrote: compute-sanitizer refuses them at keep. The
@@ -34,8 +36,8 @@ KNOWN_GAPS: dict[str, str] = {}
 
 def expectation(kernel: Path) -> tuple[str, str]:
     """The status a hostile kernel must get and the evidence its log must hold, from its first line."""
-    m = re.fullmatch(r"// expect: ([\w|]+): (.+)", kernel.read_text().splitlines()[0])
-    assert m, f"{kernel.name}: the first line must be '// expect: <status>[|<status>]: <regular expression>'"
+    m = re.fullmatch(r"(?://|#) expect: ([\w|]+): (.+)", kernel.read_text().splitlines()[0])
+    assert m, f"{kernel.name}: the first line must be '// expect: <status>[|<status>]: <regular expression>' ('#' in Triton)"
     return m.group(1), m.group(2)
 
 
@@ -76,6 +78,14 @@ def test_the_honest_kernel_is_ok(harness):
     out = outcome(harness, HONEST)
     assert out.status == "ok", out.log[:2000]
     assert out.score > 0 and out.metrics["checked_launches"] > out.metrics["pairs"]  # the timed launches checked too
+
+
+def test_the_honest_triton_kernel_is_ok(harness):
+    """The same problem in Triton, through the same gate and timing: the hostile Triton files beside it
+    differ from it only in their cheat."""
+    out = outcome(harness, HONEST_TRITON)
+    assert out.status == "ok", out.log[:2000]
+    assert out.score > 0 and out.metrics["checked_launches"] > out.metrics["pairs"]
 
 
 def test_a_time_under_the_roofline_floor_is_refused(harness, monkeypatch):

@@ -116,9 +116,10 @@ def test_with_triton_the_build_compiles_for_the_target_and_says_why_not(softmax)
 
 
 @pytest.mark.parametrize("name, family", [("softmax", "triton_rows"), ("rmsnorm", "triton_cols"),
-                                          ("bias_gelu", "triton_flat"), ("sum_reduction", "triton_cols")])
+                                          ("bias_gelu", "triton_flat"), ("sum_reduction", "triton_cols"),
+                                          ("matmul", "triton_tiles")])
 def test_every_shipped_op_has_a_triton_family_that_passes_the_static_rule_and_its_plan(name, family, tmp_path):
-    """Each of the four shipped reference campaigns climbs from its CUDA seed through its CUDA family to a
+    """Each of the shipped reference campaigns climbs from its CUDA seed through its CUDA family to a
     Triton one (rung 3), each configuration of which is device code only and plans at the problem's sizes."""
     camp = campaigns.load(name, [f"harness.cache_dir={tmp_path}"])
     harness, space = ReferenceHarness(camp), Space(camp.agent.search.space)
