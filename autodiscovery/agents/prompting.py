@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import warnings
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -174,11 +175,17 @@ def tokens(text: str) -> int:
 
 @functools.lru_cache(maxsize=1)
 def _encoding():
-    """Looked up once a process: fitting a prompt counts it again after every cut."""
+    """Looked up once a process: fitting a prompt counts it again after every cut. Without tiktoken, or
+    without its tables (fetched from the network on first use), tokens are estimated, and a warning says
+    why once."""
     try:
         import tiktoken
-
+    except ImportError:
+        return None
+    try:
         return tiktoken.get_encoding("o200k_base")
-    except Exception:
+    except Exception as exc:  # tiktoken's own failures (a download refused, a cache unreadable) are many
+        warnings.warn(f"tiktoken's o200k_base tables could not be loaded ({type(exc).__name__}: {exc}): "
+                      "prompt sizes are estimated at 3.5 characters a token", RuntimeWarning, stacklevel=2)
         return None
 

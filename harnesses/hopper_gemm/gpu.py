@@ -45,13 +45,14 @@ def load_library(name: str) -> ctypes.CDLL:
         from cuda.pathfinder import load_nvidia_dynamic_lib
 
         return ctypes.CDLL(load_nvidia_dynamic_lib(name).abs_path)
-    except Exception:
-        for soname in (f"lib{name}.so.13", f"lib{name}.so.12", f"lib{name}.so"):
-            try:
-                return ctypes.CDLL(soname)
-            except OSError:
-                continue
-    raise CudaError(f"{name} (lib{name}) not found")
+    except Exception as exc:  # not installed as a wheel: the toolkit's sonames follow, and the error says both
+        why = f"{type(exc).__name__}: {exc}"
+    for soname in (f"lib{name}.so.13", f"lib{name}.so.12", f"lib{name}.so"):
+        try:
+            return ctypes.CDLL(soname)
+        except OSError:
+            continue
+    raise CudaError(f"{name} (lib{name}) not found: not as a wheel ({why}), nor as lib{name}.so.13, .so.12 or .so")
 
 
 class Cublas:
@@ -298,17 +299,18 @@ def cluster_slots(helpers_cubin: str | Path, info: DeviceInfo) -> dict[str, int]
 
 
 def _max_sm_clock_mhz(dev: cp.cuda.Device) -> float:
-    """The highest SM clock: NVML's maximum, else the driver's clock-rate attribute."""
+    """The highest SM clock: NVML's maximum, else the driver's clock-rate attribute; neither is an error
+    (a peak of 0 would void every roofline check)."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByPciBusId(dev.pci_bus_id.encode())
         return float(pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
-    except Exception:
-        pass
+    except Exception as exc:  # NVML is optional: the driver's clock rate follows, and its failure says both
+        why = f"NVML: {type(exc).__name__}: {exc}"
     try:
         khz = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev.id))
-        return khz / 1000.0
-    except Exception:
-        return 0.0
+    except CudaError as exc:
+        raise CudaError(f"the SM clock could not be read ({why}; the driver's clock rate: {exc})") from None
+    return khz / 1000.0

@@ -17,14 +17,17 @@ class PowerSampler:
         self.period_s = period_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.why = ""
+        """Why there are no samples, or why they stopped: said in the summary."""
         try:
             import pynvml
 
             pynvml.nvmlInit()
             self.nvml = pynvml
             self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id.encode())
-        except Exception:
+        except Exception as exc:  # NVML is optional (pynvml missing, no driver library): the summary says so
             self.nvml = None
+            self.why = f"NVML: {type(exc).__name__}: {exc}"
 
     def _run(self) -> None:
         n = self.nvml
@@ -35,7 +38,8 @@ class PowerSampler:
                     n.nvmlDeviceGetPowerUsage(self.handle) / 1000.0,
                     n.nvmlDeviceGetTemperature(self.handle, n.NVML_TEMPERATURE_GPU),
                 ))
-            except Exception:
+            except Exception as exc:  # the samples so far stand; the summary says why there are no more
+                self.why = f"NVML stopped answering: {type(exc).__name__}: {exc}"
                 return
             time.sleep(self.period_s)
 
@@ -51,10 +55,11 @@ class PowerSampler:
             self._thread.join()
 
     def summary(self) -> dict:
+        """Clock, power and temperature while the measurement ran; where there were none, why."""
         if not self.samples:
-            return {}
+            return {"unavailable": self.why or "no sample: the measurement ended before the first"}
         a = np.array(self.samples)
-        return {
+        return ({"stopped": self.why} if self.why else {}) | {
             "sm_clock_mhz": {"mean": float(a[:, 0].mean()), "min": float(a[:, 0].min()), "max": float(a[:, 0].max())},
             "power_w": {"mean": float(a[:, 1].mean()), "max": float(a[:, 1].max())},
             "temperature_c": float(a[:, 2].max()),

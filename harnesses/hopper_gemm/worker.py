@@ -352,8 +352,8 @@ def sticky_error() -> str:
         if err != cu.CUresult.CUDA_SUCCESS:
             _, name = cu.cuGetErrorName(err)
             return name.decode() if name else str(err)
-    except Exception:
-        pass
+    except Exception as exc:  # the fault stands as reported; only its name could not be read
+        return f"(the context's error could not be read: {type(exc).__name__}: {exc})"
     return ""
 
 

@@ -21,22 +21,25 @@ def machine() -> dict:
 
     def attr(name: str) -> int:
         err, v = cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"the driver's {name} attribute could not be read: {err}")
         return int(v)
 
     mem_khz, bus_bits, sm_khz = attr("MEMORY_CLOCK_RATE"), attr("GLOBAL_MEMORY_BUS_WIDTH"), attr("CLOCK_RATE")
     sms = props.multi_processor_count
-    clock_hz = sm_khz * 1e3
+    clock_hz, clock_source = sm_khz * 1e3, "the driver's clock rate"
     try:
         import pynvml
 
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(dev)
         clock_hz = max(clock_hz, pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) * 1e6)
-    except Exception:
-        pass
+        clock_source = "NVML's maximum SM clock"
+    except Exception as exc:  # NVML is optional: the driver's clock rate stands, and the facts say why
+        clock_source = f"the driver's clock rate (NVML: {type(exc).__name__}: {exc})"
     return {"gpu": props.name, "sms": sms, "cc": f"{props.major}.{props.minor}", "l2_bytes": props.L2_cache_size,
             "memory_bytes": props.total_memory, "smem_per_block": attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-            "max_sm_clock_mhz": clock_hz / 1e6,
+            "max_sm_clock_mhz": clock_hz / 1e6, "clock_source": clock_source,
             "peak_gbps": 2 * mem_khz * 1e3 * bus_bits / 8 / 1e9,
             # dense tensor-core FLOPs per SM per clock on Hopper: 4096 for 16-bit types, 2048 for tf32, and
             # 256 for fp32 FMA on the CUDA cores (fp64: 128)
@@ -55,22 +58,23 @@ def work(problem: Problem) -> dict:
         if not isinstance(o, torch.Tensor):
             raise ProblemFailure(f"{problem.name}: forward() returned a {type(o).__name__} at position {i}: "
                                  "the outputs must be tensors")
-    flops = 0
+    flops, counted = 0, {}
     try:
         from torch.utils.flop_counter import FlopCounterMode
 
         with FlopCounterMode(display=False) as counter:
             problem.forward(tensors)
         flops = int(counter.get_total_flops())
-    except Exception:
-        pass
+    except Exception as exc:  # the roofline then counts bytes alone, and the facts say why
+        counted = {"flops_not_counted": f"PyTorch's flop counter failed: {type(exc).__name__}: {exc}"}
     size = lambda t: t.numel() * t.element_size()  # noqa: E731
     read = sum(size(t) for t in tensors) + sum(size(p) for p in problem.params.values())
     written = sum(size(o) for o in outs)
     dtypes = {str(t.dtype).removeprefix("torch.") for t in [*tensors, *outs] if t.is_floating_point()}
     return {"outputs": [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outs],
             "bytes_read": read, "bytes_written": written, "flops": flops,
-            "compute_dtype": min(dtypes, key=lambda d: FLOAT.index(d) if d in FLOAT else 9) if dtypes else "float32"}
+            "compute_dtype": min(dtypes, key=lambda d: FLOAT.index(d) if d in FLOAT else 9) if dtypes else "float32",
+            **counted}
 
 
 def probe(job: dict) -> dict:
