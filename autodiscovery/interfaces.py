@@ -232,15 +232,6 @@ class Harness(Protocol):
         any other status blocks it (the log says which check and where); None: not checked here."""
 
 
-@runtime_checkable
-class Profiler(Protocol):
-    """A harness that can profile a candidate (`autodiscovery profile`): an optional capability, declared
-    by having this method."""
-
-    def profile(self, source: str, build: BuildReport) -> Outcome:
-        """The candidate under the harness's profiler; metrics["profile"] holds what it found."""
-
-
 class HarnessBase:
     """Defaults for the optional hooks of `Harness`: how its numbers are shown (columns, report sections,
     charts, prompts), what `doctor` checks, what a resumed run may change."""
@@ -250,6 +241,8 @@ class HarnessBase:
     needs_gpu = False
     """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
     sanitizes = False
+    profiles: ClassVar[bool] = False
+    """Whether `profile` runs a profiler (`autodiscovery profile`); `HarnessBase`'s has none."""
     """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
     build_workers = 0
     Settings: ClassVar[type]
@@ -293,6 +286,11 @@ class HarnessBase:
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """None: this harness has no memory or race checker to run before a keep."""
         return None
+
+    def profile(self, source: str, build: BuildReport) -> Outcome:
+        """The candidate under the harness's profiler, metrics["profile"] holding what it found; only where
+        `profiles` is True."""
+        raise NotImplementedError(f"the {self.name} harness has no profiler")
 
     def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome] | None:
         """Built candidates measured again together (`autodiscovery replay`: a lineage, in one evaluation

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from autodiscovery import campaign as campaigns
@@ -51,3 +54,55 @@ def test_a_harness_declares_what_it_does_not_offer(tmp_path):
         Bare.export_library([], tmp_path)
     assert registry.harness("hopper_gemm").library and not registry.harness("accelsim").library
     assert registry.harness("accelsim").Problem is not ProblemBase
+
+
+def test_no_profiler_is_declared_not_probed(tmp_path):
+    """`profile` is an optional capability declared by `profiles`: the bare harness has none, hopper's has."""
+    assert not Bare.profiles and registry.harness("hopper_gemm").profiles
+    assert not registry.harness("accelsim").profiles and not registry.harness("reference").profiles
+    with pytest.raises(NotImplementedError, match="bare harness has no profiler"):
+        Bare().profile("", None)
+
+
+PAGE = Path(__file__).parent.parent / "docs" / "architecture" / "interfaces.md"
+
+
+def _named(text: str) -> set[str]:
+    """The names a page's backticks give members: `propose(history, n)` -> propose, `name`, `batch` -> both."""
+    return {m.group(1) for m in re.finditer(r"`([A-Za-z_][A-Za-z_0-9]*)(?:\([^`]*\))?`", text)}
+
+
+def _section(title: str) -> str:
+    page = PAGE.read_text()
+    start = page.index(f"## {title}\n")
+    end = page.find("\n## ", start + 1)
+    return page[start:end if end > 0 else None]
+
+
+def _table(title: str) -> set[str]:
+    """The members a section's table names in its first column."""
+    rows = [line.split("|")[1] for line in _section(title).splitlines() if line.startswith("| `")]
+    return set().union(*(_named(cell) for cell in rows))
+
+
+def _members(cls) -> set[str]:
+    names = set(getattr(cls, "__annotations__", {})) | {n for n in vars(cls) if not n.startswith("_")}
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_the_interfaces_page_names_every_member_of_the_two_protocols_and_nothing_else():
+    """The page's tables list each Protocol's members as interfaces.py declares them: a member added,
+    renamed or removed in the code fails here until the page says it."""
+    for title, protocol, optional in (("Agent", Agent, {"Settings", "section", "check"}), ("Harness", Harness, set())):
+        table = _table(title)
+        assert _members(protocol) <= table, f"{title}: not on the page: {sorted(_members(protocol) - table)}"
+        extra = table - optional - _members(protocol)
+        assert not extra, f"{title}: on the page, not in the code: {sorted(extra)}"
+
+
+def test_the_interfaces_page_names_every_optional_hook_of_harness_base():
+    """Every public member of `HarnessBase` is named on the page (its tables or its optional hooks): a hook
+    added to the code fails here until the page says what it is."""
+    page = _named(PAGE.read_text())
+    hooks = _members(HarnessBase) - {"name"}
+    assert hooks <= page, f"HarnessBase members the page does not name: {sorted(hooks - page)}"

@@ -15,7 +15,7 @@ from autodiscovery.campaign import (
     load,
     validate,
 )
-from autodiscovery.interfaces import Profiler, Proposal
+from autodiscovery.interfaces import Proposal
 from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
@@ -219,7 +219,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
             candidate_id, source = c.id, c.source
         campaign = recorded.campaign
     harness = harness or registry.harness(campaign.harness.name)(campaign)
-    if not isinstance(harness, Profiler):
+    if not harness.profiles:
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
     outcome = harness.profile(source, _built(harness, source, target))

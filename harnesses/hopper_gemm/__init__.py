@@ -67,6 +67,8 @@ class HopperGemmHarness(HarnessBase):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, pool=GpuPool())
 
+    profiles = True
+
     @property
     def sanitizes(self) -> bool:
         return self.settings.sanitize
