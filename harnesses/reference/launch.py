@@ -162,8 +162,8 @@ class TritonCandidate(Candidate):
         torch = problem.torch
         self.torch, self.problem, self.plan = torch, problem, plan
         if importlib.util.find_spec("triton") is None:
-            raise Refused("Triton is not installed on this machine (pip install triton): a Triton candidate cannot "
-                          "run here")
+            raise Refused("Triton is not installed on this machine (pip install 'autodiscovery[triton]'): a Triton "
+                          "candidate cannot run here")
         try:
             module = triton_rule.load(path)
         except triton_rule.RefusedTriton as exc:
