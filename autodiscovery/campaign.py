@@ -36,6 +36,13 @@ class ProblemBase(Strict):
         return {}
 
 
+class HarnessSettings(Strict):
+    """The `harness:` section: each harness validates it with its own `Settings` model, a subclass of this
+    one; `name` says which harness it is (a shipped one's name, or a `module:Class`)."""
+
+    name: str
+
+
 class AgentSettings(BaseModel):
     """The `agent:` section: which agent proposes (`kind`), and each agent's own settings in a section
     named after it (`search:`, `llm:`, `codesign:`, or the `section` of a `module:Class` agent),
@@ -111,7 +118,7 @@ class Campaign(Strict):
     description: str = ""
     problem: SerializeAsAny[ProblemBase] = ProblemBase()
     """Validated by the `Problem` model of the harness the campaign names, which that harness owns."""
-    harness: SerializeAsAny[BaseModel]
+    harness: SerializeAsAny[HarnessSettings]
     """Validated by the model of the harness it names (`harness.name`), which that harness owns."""
     seed: str = "hopper_gemm/naive.cu"
     """Starting kernel: a path relative to the campaign file's folder, else to the project's seeds/ (or an

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from autodiscovery.campaign import ProblemBase
+from autodiscovery.campaign import HarnessSettings, ProblemBase
 from autodiscovery.objective import VIEWS, Chart, Column, Objective, Section, columns  # noqa: F401
 
 if TYPE_CHECKING:
@@ -237,15 +237,17 @@ class HarnessBase:
     charts, prompts), what `doctor` checks, what a resumed run may change."""
 
     name = "harness"
+    objective: ClassVar[Objective]
+    """What its number means (every harness declares one)."""
     parallel = 1
     needs_gpu = False
     """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
     sanitizes = False
+    """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
     profiles: ClassVar[bool] = False
     """Whether `profile` runs a profiler (`autodiscovery profile`); `HarnessBase`'s has none."""
-    """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
     build_workers = 0
-    Settings: ClassVar[type]
+    Settings: ClassVar[type[HarnessSettings]]
     """The pydantic model of the campaign's `harness:` section (with its `name`)."""
     Problem: ClassVar[type[ProblemBase]] = ProblemBase
     """The pydantic model of the campaign's `problem:` section (`ProblemBase`: the harness takes none)."""
@@ -262,6 +264,9 @@ class HarnessBase:
     space: ClassVar[str | None] = None
     """The search space the search agent walks where a campaign names none (`agent.search.space`); None:
     a campaign of this harness names its own."""
+
+    def __init__(self, campaign: Campaign | None = None) -> None:
+        """A harness is made from its campaign (`registry.harness(name)(campaign)`); the base keeps nothing."""
 
     def check_notes(self) -> list[tuple[str, bool]]:
         """What the last `check` compared the candidate with beside its plan, as lines for `autodiscovery

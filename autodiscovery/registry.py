@@ -7,8 +7,12 @@ for it; a harness kept anywhere on the Python path runs with `harness: {name: "p
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from autodiscovery import AutoDiscoveryError
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import HarnessBase
 
 HARNESSES = {
     "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
@@ -37,7 +41,7 @@ def _load(kind: str, name: str, table: dict[str, str]) -> type:
         raise RegistryError(f"{kind} '{name}' cannot be loaded from {spec}: {exc}") from None
 
 
-def harness(name: str) -> type:
+def harness(name: str) -> type[HarnessBase]:
     """The harness class named in a campaign's `harness.name`."""
     return _load("harness", name, HARNESSES)
 

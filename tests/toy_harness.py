@@ -17,7 +17,7 @@ import time
 
 from pydantic import Field
 
-from autodiscovery.campaign import Strict
+from autodiscovery.campaign import HarnessSettings, Strict
 from autodiscovery.interfaces import (
     AgentBase,
     Chart,
@@ -32,7 +32,7 @@ from autodiscovery.store import EvalStatus, Store
 from autodiscovery.toolkit.build import BuildReport
 
 
-class ToySettings(Strict):
+class ToySettings(HarnessSettings):
     name: str = "toy_harness:ToyHarness"
     length: int = 20000
     """Items in the list each call sums."""

@@ -21,7 +21,7 @@ from autodiscovery.running.runner import workers
 from autodiscovery.store import Candidate, EvalStatus, Store
 
 
-def noise(objective: Objective, recorded: dict, replayed: dict, rec: float, rep: float) -> float:
+def noise(objective: Objective, recorded: dict, replayed: dict, rec: float | None, rep: float | None) -> float:
     """How far two measurements of one kernel may be apart, as a fraction of the recorded one."""
     a, b = objective.bounds(recorded), objective.bounds(replayed)
     if a is None or b is None or not rec or not rep:
@@ -30,7 +30,7 @@ def noise(objective: Objective, recorded: dict, replayed: dict, rec: float, rep:
     return max(objective.noise, 3 * halves)
 
 
-def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, progress=lambda _: None) -> dict:
+def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (), harness=None, progress=lambda _: None) -> dict:
     """Measure a run's best lineage again, on this machine, beside the recorded figures."""
     recorded = open_run(store, run_id, overrides)
     harness = harness or recorded.harness(recorded.campaign)
@@ -45,7 +45,7 @@ def replay(run_id: int, store: Store, overrides: list[str] = (), harness=None, p
     if not rows:
         raise AutoDiscoveryError(f"run {run_id} has no kept step to replay")
     with store.session() as s:
-        cands = [s.get(Candidate, r["id"]) for r in rows]
+        cands = [c for c in (s.get(Candidate, r["id"]) for r in rows) if c is not None]  # the lineage's own rows
         sources = [c.source for c in cands]
         metrics = [dict(c.measurement.metrics) if c.measurement is not None else {} for c in cands]
     progress(f"building {len(rows)} steps")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
+from typing import Any
 
 from autodiscovery import AutoDiscoveryError
 
@@ -18,12 +19,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-FUNCTIONS = {"cdiv": cdiv, "min": min, "max": max}
-BINARY = {
+FUNCTIONS: dict[str, Callable[..., int]] = {"cdiv": cdiv, "min": min, "max": max}
+BINARY: dict[type[ast.operator], Callable[[Any, Any], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
 }
-COMPARE = {
+COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
     ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
@@ -39,7 +40,10 @@ def evaluate(text: str | int | bool, names: Mapping[str, int]) -> int | bool:
         tree = _parse(str(text))
     except SyntaxError:
         raise ExprError(f"'{text}' is not a valid expression") from None
-    return _eval(tree.body, names, str(text))
+    value = _eval(tree.body, names, str(text))
+    if isinstance(value, str):
+        raise ExprError(f"'{text}': a string, not an integer or a truth value")
+    return value
 
 
 @lru_cache(maxsize=4096)
@@ -48,7 +52,8 @@ def _parse(text: str) -> ast.Expression:
     return ast.parse(text, mode="eval")
 
 
-def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
+def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool | str:
+    """Strings (a knob's value, a quoted constant) are values here only to be compared."""
     match node:
         case ast.Constant(value=bool() | int() | str() as v):
             return v
@@ -78,12 +83,12 @@ def _eval(node: ast.AST, names: Mapping[str, int], text: str) -> int | bool:
             return any(_eval(v, names, text) for v in vs)
         case ast.Compare(left=l, ops=ops, comparators=rs) if all(type(o) in COMPARE for o in ops):
             left = _eval(l, names, text)
-            for op, r in zip(ops, rs):
+            for cmp, r in zip(ops, rs):
                 right = _eval(r, names, text)
                 if isinstance(left, str) != isinstance(right, str) or (
-                        isinstance(left, str) and type(op) not in (ast.Eq, ast.NotEq)):
+                        isinstance(left, str) and type(cmp) not in (ast.Eq, ast.NotEq)):
                     raise ExprError(f"'{text}': a string can only be compared with == or != to a string")
-                if not COMPARE[type(op)](left, right):
+                if not COMPARE[type(cmp)](left, right):
                     return False
                 left = right
             return True

@@ -28,7 +28,9 @@ class Section(BaseModel):
         out = []
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
-            out.append((field.json_schema_extra["option"], str(value), (field.description or "").strip()))
+            extra = field.json_schema_extra
+            assert isinstance(extra, dict), f"{name}: every field of the platform model names its option"
+            out.append((str(extra["option"]), str(value), (field.description or "").strip()))
         return out
 
 

@@ -7,11 +7,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from autodiscovery.campaign import Strict
+from autodiscovery.campaign import HarnessSettings, Strict
 from harnesses.accelsim.costs import ArchSettings
 
 
-class Settings(Strict):
+class Settings(HarnessSettings):
     """The accelsim harness: a kernel program simulated by GPGPU-Sim (PTX mode) or Accel-Sim (traces)."""
 
     name: Literal["accelsim"] = "accelsim"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import cast
 
 from autodiscovery import ROOT
 from autodiscovery.campaign import Campaign
@@ -43,8 +44,8 @@ class HopperGemmHarness(HarnessBase):
                           noise=0.02)
 
     def __init__(self, campaign: Campaign) -> None:
-        self.settings = campaign.harness
-        self.problem = campaign.problem
+        self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        self.problem = cast(Problem, campaign.problem)
         cache = Path(self.settings.cache_dir)
         self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
                                self.settings.nvcc_flags, self.settings.arch)

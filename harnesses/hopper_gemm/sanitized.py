@@ -36,9 +36,10 @@ def sanitized(h: HopperGemmHarness, source: str, build: BuildReport) -> Outcome 
     exe = sanitizer.locate(h.settings.nvcc)
     if exe is None:
         return Outcome(EvalStatus.crashed, log="compute-sanitizer not found (on PATH or beside nvcc)")
-    shape = tuple(smaller(v) for v in h.shape)
+    M, N, K = (smaller(v) for v in h.shape)
+    shape = (M, N, K)
     try:
-        launch = resolve(parse(source), *shape, sms=h.sms)
+        launch = resolve(parse(source), M, N, K, sms=h.sms)
     except ManifestError:
         shape, launch = h.shape, h.check(source)
     job = {"mode": "sanitize", "shape": list(shape), "helpers": h.helpers(),

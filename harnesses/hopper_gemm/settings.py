@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from autodiscovery.campaign import ProblemBase, Strict
+from autodiscovery.campaign import HarnessSettings, ProblemBase
 
 
 def relative_tolerance(tolerance: float, per_sqrt_k: float, K: int) -> float:
@@ -42,7 +42,7 @@ class Problem(ProblemBase):
         return {"M": self.M, "N": self.N, "K": self.K}
 
 
-class Settings(Strict):
+class Settings(HarnessSettings):
     """The hopper_gemm harness: BF16 GEMM kernels built for sm_90a, checked and timed against cuBLAS."""
 
     name: Literal["hopper_gemm"] = "hopper_gemm"

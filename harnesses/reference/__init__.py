@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import cast
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
@@ -61,7 +62,7 @@ class ReferenceHarness(HarnessBase):
         return cls
 
     def __init__(self, campaign: Campaign) -> None:
-        self.settings: Settings = campaign.harness
+        self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
         self.problem: Problem = campaign.problem
         if self.settings.baseline != type(self).objective.path[1]:
             self.objective = _objective(self.settings.baseline)

@@ -57,6 +57,8 @@ def accept(e: Errors, tol: float, multiple: float = TRUTH_MULTIPLE) -> tuple[boo
         if not e.rel_ref <= tol:
             return False, f"relative error {e.rel_ref:.3g} over the tolerance {tol:g}"
         return False, f"an element off by {e.far_ref:.3g} of the largest (over {FAR * tol:g})"
+    if e.rel_torch is None or e.far_torch is None or e.far_truth is None:  # measured with the truth, always
+        raise ValueError("errors against the truth without PyTorch's own: the gate measures both together")
     bound = max(tol, multiple * e.rel_torch)
     far_bound = max(FAR * tol, multiple * e.far_torch)
     if e.rel_truth <= bound and e.far_truth <= far_bound:

@@ -127,9 +127,9 @@ class Candidate:
             if kind == "tensor":
                 storage.append(ctypes.c_void_p(self.tensors[value].data_ptr()))
             else:
-                scalar: type[ctypes._SimpleCData] = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float,
-                                                     "f64": ctypes.c_double}[kind]
-                storage.append(scalar(value))
+                scalars: dict[str, type[ctypes._SimpleCData]] = {"i32": ctypes.c_int32, "i64": ctypes.c_int64,
+                                                                 "f32": ctypes.c_float, "f64": ctypes.c_double}
+                storage.append(scalars[kind](value))
         ptrs = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
         return storage, ptrs
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from autodiscovery.campaign import ProblemBase, Strict
+from autodiscovery.campaign import HarnessSettings, ProblemBase
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 """Floating types a campaign may cast the reference's floating inputs and parameters to."""
@@ -60,7 +60,7 @@ class Problem(ProblemBase):
         return f"{Path(self.file).stem}" + (f" ({sizes})" if sizes else "") + (f" {self.dtype}" if self.dtype else "")
 
 
-class Settings(Strict):
+class Settings(HarnessSettings):
     """The reference harness: CUDA and Triton kernels checked and timed against the user's PyTorch module."""
 
     name: Literal["reference"] = "reference"
