@@ -289,6 +289,9 @@ def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str
         harness = registry.harness(harness_data.get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError as exc:
         raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {exc}") from None
+    if not (isinstance(harness.Settings, type) and issubclass(harness.Settings, HarnessSettings)):
+        raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {harness.__name__}.Settings "
+                            "must be a subclass of autodiscovery.campaign.HarnessSettings (which holds its name)")
     settings = _model(harness.Settings, harness_data, ("harness",), source, overrides)
     problem = _model(harness.Problem,
                      _section(data, "problem", "problem", source, overrides), ("problem",), source, overrides)
