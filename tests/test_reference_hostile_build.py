@@ -1,5 +1,5 @@
 """Without a GPU: the reference harness's hostile suite (tests/test_reference_hostile.py) is sound. Every
-kernel passes the sandbox, has a manifest that parses and builds with the harness's flags; every hostile
+kernel passes the sandbox (a Triton file, the static rule), has a manifest that parses and builds with the harness's flags; every hostile
 kernel states a status the harness can give and evidence that is a regular expression; and those the
 manifest alone gives away are refused as their first line says, against a recorded probe of the problem."""
 
@@ -9,11 +9,11 @@ import re
 
 import pytest
 from conftest import needs_nvcc
-from test_reference_hostile import HONEST, HOSTILE, STATUSES, campaign_file, expectation
+from test_reference_hostile import HONEST, HONEST_TRITON, HOSTILE, STATUSES, campaign_file, expectation
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery import campaign as campaigns
-from autodiscovery.toolkit import sandbox
+from autodiscovery.toolkit import sandbox, triton_rule
 from harnesses.reference import ReferenceHarness, manifest
 
 PROBED = {  # what preflight records for problem_rowsum.py on an H100: the machine's facts, the probe's under "problem"
@@ -24,7 +24,7 @@ PROBED = {  # what preflight records for problem_rowsum.py on an H100: the machi
                 "bytes_read": 2048 * 4096 * 4, "bytes_written": 2048 * 4, "flops": 0, "compute_dtype": "float32",
                 "dists": ["own", "normal", "uniform", "wide", "offset", "ties"]},
 }
-KERNELS = [pytest.param(k, id=k.name) for k in [HONEST, *HOSTILE]]
+KERNELS = [pytest.param(k, id=k.name) for k in [HONEST, HONEST_TRITON, *HOSTILE]]
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +42,12 @@ def test_the_suite_has_kernels_of_every_status():
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_kernel_passes_the_sandbox_and_states_its_expectation(kernel):
     source = kernel.read_text()
-    sandbox.check(source)
+    if manifest.is_triton(source):
+        assert triton_rule.check(source)  # device code only: the @triton.jit functions it defines
+    else:
+        sandbox.check(source)
     manifest.parse(source)
-    if kernel != HONEST:
+    if kernel not in (HONEST, HONEST_TRITON):
         status, evidence = expectation(kernel)
         assert set(status.split("|")) <= set(STATUSES)
         re.compile(evidence)
@@ -63,7 +66,7 @@ def test_a_kernel_refused_by_its_manifest_is_refused_as_it_expects(harness, kern
     try:
         harness.check(kernel.read_text())
     except AutoDiscoveryError as exc:
-        assert kernel != HONEST, str(exc)
+        assert kernel not in (HONEST, HONEST_TRITON), str(exc)
         status, evidence = expectation(kernel)
         assert status == "rejected" and re.search(evidence, str(exc)), f"{kernel.name}: refused: {exc}"
 

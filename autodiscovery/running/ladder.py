@@ -97,8 +97,9 @@ class Ladder:
                 batch.append(p)
             if not batch:
                 break
-            cands = self.ledger.add(batch)
-            ends = [self.life.screen(c) for c in cands]  # refused before any build, as in a run
+            added = self.life.record(batch)
+            cands = [c for c, _ in added]
+            ends = [end or self.life.screen(c) for c, end in added]  # refused before any build, as in a run
             with ThreadPoolExecutor(self.workers) as pool:
                 builds = list(pool.map(lambda ce: None if ce[1] else self.harness.build(ce[0].source),
                                        zip(cands, ends)))

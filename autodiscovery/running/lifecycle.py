@@ -1,6 +1,9 @@
-"""One candidate's way from proposed to decided, written once: screen, measure, decide. The loop's
-scheduler, resume and the ladder all go through it, and each step is a committed state (`ledger.py`):
+"""One candidate's way from proposed to decided, written once: record, screen, measure, decide. The
+loop's scheduler, resume and the ladder all go through it, and each step is a committed state
+(`ledger.py`):
 
+    proposal ──record──▶ rejected (refused by its agent, or a kernel recorded before)
+        │
     proposed ──screen──▶ rejected
         │
         └──build──measure──▶ measured (or compile_error, incorrect, timeout, crashed)
@@ -20,10 +23,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Harness, Outcome
+from autodiscovery.interfaces import Harness, Outcome, Proposal
 from autodiscovery.running.decide import Judgement, Ruling, judge, sanitized, settle
 from autodiscovery.running.evaluate import assess, screen
-from autodiscovery.running.ledger import FAILED, Ledger, score_of
+from autodiscovery.running.ledger import FAILED, Ledger, score_of, source_hash
 from autodiscovery.store import (
     Candidate,
     CandidateStatus,
@@ -64,6 +67,22 @@ class Lifecycle:
     device: Callable[..., AbstractContextManager] = lambda first=False: nullcontext()
     """Held around every use of a device (a measurement, a head-to-head, the sanitizer); `first=True`
     for a decision's uses, which go before the measurements waiting for a device (`Devices`)."""
+
+    def record(self, proposals: list[Proposal]) -> list[tuple[Candidate, Decided | None]]:
+        """Proposals as candidates, in one commit, each with its end where it has one already: `rejected`
+        where its agent refused it, or where it renders a kernel recorded before (the same kernel is never
+        evaluated twice); None where it goes on to be screened and measured."""
+        h = self.ledger.history()
+        seen = {r.source_hash: r.seq for r in h.records if r.status != CandidateStatus.rejected}
+        for p in proposals:
+            digest = source_hash(p.source)
+            if not p.rejected and digest in seen:
+                twin = f"candidate #{seen[digest]}" if seen[digest] >= 0 else "another proposal of this batch"
+                p.rejected = f"renders the same source as {twin}"
+            elif not p.rejected:
+                seen[digest] = -1
+        return [(c, Decided(c, None, CandidateStatus.rejected, p.rejected) if p.rejected else None)
+                for c, p in zip(self.ledger.add(proposals), proposals)]
 
     def screen(self, cand: Candidate) -> Decided | None:
         """Refuse, before any build, a candidate whose launch cannot work for this problem (its end, as

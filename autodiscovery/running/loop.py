@@ -105,15 +105,17 @@ class Loop:
 
     def _iterate(self) -> str:
         if not self.ledger.candidates():
-            self._record([self.seed] if self.seed else self.agent.opening(self.campaign, self.ledger.history()))
+            for _, end in self.life.record([self.seed] if self.seed else
+                                           self.agent.opening(self.campaign, self.ledger.history())):
+                if end is not None:
+                    self._finished(end)
         for cand in self.ledger.candidates():  # measured by an earlier process, not decided
             if (measured := self.life.recovered(cand)) is not None:
                 self._finished(self.life.decide(measured))
         pending = [c for c in self.ledger.candidates() if c.status == CandidateStatus.proposed]
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build") as builds:
             return Scheduler(self.life, self.agent, self.harness.parallel, self.campaign.budget.candidates, builds,
-                             record=self._record, stop=self._stop_reason, finished=self._finished,
-                             building=self.display.building).run(pending)
+                             stop=self._stop_reason, finished=self._finished, building=self.display.building).run(pending)
 
     # ---- what the scheduler asks of the loop ----------------------------------------------
     def _stop_reason(self) -> str | None:
@@ -129,24 +131,6 @@ class Loop:
         ev = first.measurement or (first.evaluations[-1] if first.evaluations else None)
         return (f"no candidate passed; the first ({first.proposer}, #{first.seq}) ended {first.status}: "
                 f"{first_line(ev.log if ev else '') or 'no evaluation'}")
-
-    def _record(self, proposals: list[Proposal]) -> tuple[list[Candidate], int]:
-        """The proposals as candidates (the same kernel twice is never evaluated twice): the new ones to
-        evaluate, and how many proposals (refused ones included) were made."""
-        h = self.ledger.history()
-        seen = {r.source_hash: r.seq for r in h.records if r.status != CandidateStatus.rejected}
-        for p in proposals:
-            digest = source_hash(p.source)
-            if not p.rejected and digest in seen:
-                twin = f"candidate #{seen[digest]}" if seen[digest] >= 0 else "another proposal of this batch"
-                p.rejected = f"renders the same source as {twin}"
-            elif not p.rejected:
-                seen[digest] = -1
-        added = self.ledger.add(proposals)
-        for cand, p in zip(added, proposals):
-            if p.rejected:
-                self.display.finished(cand, None, CandidateStatus.rejected, p.rejected, None)
-        return [c for c in added if c.status == CandidateStatus.proposed], len(proposals)
 
     def _finished(self, d: Decided) -> None:
         best = self.ledger.history().incumbent if isinstance(d.verdict, Verdict) else None

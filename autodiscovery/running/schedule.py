@@ -75,6 +75,37 @@ def ahead_view(h: History, depth: int) -> History:
 
 
 @dataclass
+class InFlight:
+    """Everything a run's scheduling holds while it runs, in one place: the candidates between recorded
+    and decided, the work started for them, and what the agent was asked."""
+
+    order: list[Candidate] = field(default_factory=list)
+    """Recorded, going to be measured, not yet decided: in proposal order."""
+    built: dict[int, Future] = field(default_factory=dict)
+    """Each candidate's build (a BuildReport), by candidate id."""
+    measuring: dict[int, Future] = field(default_factory=dict)
+    """Measurements under way (each a Measured), by candidate id."""
+    measured: dict[int, Measured] = field(default_factory=dict)
+    """Measured, waiting for their turn to be decided."""
+    deciding: Future | None = None
+    """The decision being made (a Decided): one at a time, in order."""
+    ended: list[Decided] = field(default_factory=list)
+    """Ends not yet shown: shown once the devices have their next work."""
+    asking: Future | None = None
+    """The agent's proposals being made: (proposals, how they are taken)."""
+    held: list[Proposal] | None = None
+    """Asked ahead, built, recorded once a device would need them."""
+    prebuilt: dict[str, Future] = field(default_factory=dict)
+    """Builds of proposals not yet recorded, by source hash."""
+    dry_at: int | None = None
+    """The agent had nothing ahead at this many candidates: asked again once every verdict is in."""
+    speculated: int | None = None
+    """Asked speculatively at this many candidates."""
+    empty_rounds: int = 0
+    """Rounds in a row whose proposals gave nothing to measure."""
+
+
+@dataclass
 class Scheduler:
     life: Lifecycle
     agent: Agent
@@ -82,14 +113,12 @@ class Scheduler:
     budget: int
     """Candidates in all (the campaign's `budget.candidates`)."""
     builds: ThreadPoolExecutor
-    record: Callable[[list[Proposal]], tuple[list[Candidate], int]]
-    """Records proposals: (the new candidates to evaluate, how many proposals were made)."""
     stop: Callable[[], str | None]
+    """The run's stop rules: why it stops now, or None."""
     finished: Callable[[Decided], None]
     """Called with each candidate's end: its decision (in order), its refusal, a dry run's build."""
     building: Callable[[list[int]], None] = lambda seqs: None
-    order: list[Candidate] = field(default_factory=list)
-    """Recorded, going to be measured, not yet decided: in proposal order."""
+    now: InFlight = field(default_factory=InFlight)
 
     @property
     def depth(self) -> int:
@@ -104,41 +133,31 @@ class Scheduler:
         devices = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="device")
         decider = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decide")
         asker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="propose")
-        self.built: dict[int, Future] = {}
-        self.measuring: dict[int, Future] = {}
-        self.measured: dict[int, Measured] = {}
-        self.deciding: Future | None = None
-        self.asking: Future | None = None
-        self.held: list[Proposal] | None = None  # asked ahead, recorded once a device would need them
-        self.prebuilt: dict[str, Future] = {}  # their builds, started on arrival
-        self.dry_at: int | None = None  # the agent had nothing ahead at this many candidates
-        self.speculated: int | None = None  # asked speculatively at this many candidates
-        self.empty_rounds = 0
-        self.ended: list[Decided] = []
+        self.now = InFlight()
         reason: str | None = None
         self._take(pending)
         stalls = 0
         try:
             while True:
                 reason = self._harvest() or reason
-                if self.deciding is None and self.order and self.order[0].id in self.measured:
-                    self.deciding = decider.submit(self.life.decide, self.measured.pop(self.order.pop(0).id))
-                if self.deciding is None or self._free() > 0:  # else nothing can start: the run is not read
+                if self.now.deciding is None and self.now.order and self.now.order[0].id in self.now.measured:
+                    self.now.deciding = decider.submit(self.life.decide, self.now.measured.pop(self.now.order.pop(0).id))
+                if self.now.deciding is None or self._free() > 0:  # else nothing can start: the run is not read
                     reason = reason or self.stop()
-                    if not reason and self.held is not None and self._idle():
-                        held, self.held = self.held, None
+                    if not reason and self.now.held is not None and self._idle():
+                        held, self.now.held = self.now.held, None
                         reason = self._recorded(held)
                     if not reason:
                         self._ask(asker)
                         self._start_measurements(devices)
-                for decided in self.ended:  # shown once the devices have their next work
+                for decided in self.now.ended:  # shown once the devices have their next work
                     self.finished(decided)
-                self.ended.clear()
-                if reason and not self.measuring and self.deciding is None and not (
-                        self.order and self.order[0].id in self.measured):
+                self.now.ended.clear()
+                if reason and not self.now.measuring and self.now.deciding is None and not (
+                        self.now.order and self.now.order[0].id in self.now.measured):
                     self._settle()
                     return reason
-                running = [f for f in [*self.measuring.values(), self.deciding, self.asking] if f is not None]
+                running = [f for f in [*self.now.measuring.values(), self.now.deciding, self.now.asking] if f is not None]
                 if running:
                     wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
                 stalls = 0 if running or reason else stalls + 1  # none: what was recorded was refused
@@ -157,36 +176,36 @@ class Scheduler:
             self.finished(end)
         cands = [c for c in cands if c.id not in refused]
         for c in cands:
-            self.built[c.id] = self.prebuilt.pop(c.source_hash) if c.source_hash in self.prebuilt else \
+            self.now.built[c.id] = self.now.prebuilt.pop(c.source_hash) if c.source_hash in self.now.prebuilt else \
                 self.builds.submit(self.life.harness.build, c.source)
-        self.order += cands
+        self.now.order += cands
         if cands:
             self.building([c.seq for c in cands])
 
     def _harvest(self) -> str | None:
         """What finished since the last look: measurements, the decision, the agent's proposals. A reason
         to stop where the agent has nothing usable."""
-        for cid, future in [(c, f) for c, f in self.measuring.items() if f.done()]:
-            self.measured[cid] = future.result()  # an error of the harness ends the run here
-            del self.measuring[cid]
-        if self.deciding is not None and self.deciding.done():
-            decided, self.deciding = self.deciding.result(), None
-            self.ended.append(decided)
-        if self.asking is None or not self.asking.done():
+        for cid, future in [(c, f) for c, f in self.now.measuring.items() if f.done()]:
+            self.now.measured[cid] = future.result()  # an error of the harness ends the run here
+            del self.now.measuring[cid]
+        if self.now.deciding is not None and self.now.deciding.done():
+            decided, self.now.deciding = self.now.deciding.result(), None
+            self.now.ended.append(decided)
+        if self.now.asking is None or not self.now.asking.done():
             return None
-        (proposals, ask), self.asking = self.asking.result(), None
+        (proposals, ask), self.now.asking = self.now.asking.result(), None
         if ask == Ask.speculative:
             self._prebuild(proposals)
             return None
         if not proposals:
             if ask == Ask.now:
                 return self.agent.exhausted_reason
-            self.dry_at = self._count()  # asked again once every verdict is in
+            self.now.dry_at = self._count()  # asked again once every verdict is in
             return None
         if ask == Ask.now:
             return self._recorded(proposals)
         self._prebuild(proposals)
-        self.held = proposals  # recorded once a device needs them
+        self.now.held = proposals  # recorded once a device needs them
         return None
 
     def _prebuild(self, proposals: list[Proposal]) -> None:
@@ -194,20 +213,19 @@ class Scheduler:
         recorded later with the same source takes its build from here."""
         for p in proposals:
             if not p.rejected and p.source and screen(self.life.harness, p.source) is None:
-                self.prebuilt.setdefault(source_hash(p.source), self.builds.submit(self.life.harness.build, p.source))
+                self.now.prebuilt.setdefault(source_hash(p.source), self.builds.submit(self.life.harness.build, p.source))
 
     def _recorded(self, proposals: list[Proposal]) -> str | None:
-        added, _ = self.record(proposals)
-        before = len(self.order)
-        self._take(added)
-        self.empty_rounds = 0 if len(self.order) > before else self.empty_rounds + 1
-        return NO_USABLE if self.empty_rounds >= 3 else None
+        before = len(self.now.order)
+        self._take(self._record(proposals))
+        self.now.empty_rounds = 0 if len(self.now.order) > before else self.now.empty_rounds + 1
+        return NO_USABLE if self.now.empty_rounds >= 3 else None
 
     def _idle(self) -> bool:
         """Whether a device would have nothing to measure next: every candidate in hand started, and a
         device free. On one device: every candidate decided, so what was asked ahead is recorded with the
         incumbent of the verdicts it did not see (its parent), as a sequential run records it."""
-        started = all(c.id in self.measuring or c.id in self.measured for c in self.order)
+        started = all(c.id in self.now.measuring or c.id in self.now.measured for c in self.now.order)
         return started and self._free() > 0
 
     def _count(self) -> int:
@@ -218,12 +236,12 @@ class Scheduler:
         view is the same however far they got); on several, those not yet measured: decisions, made in
         order and each perhaps with a head-to-head, may lag the devices, which must not wait for them."""
         if self.parallel == 1:
-            return len(self.order) + (self.deciding is not None)
-        return sum(c.id not in self.measured for c in self.order)
+            return len(self.now.order) + (self.now.deciding is not None)
+        return sum(c.id not in self.now.measured for c in self.now.order)
 
     def _ask(self, asker: ThreadPoolExecutor) -> None:
         """Ask the agent for its next proposals where the rule above allows it now."""
-        if self.asking is not None or self.held is not None:
+        if self.now.asking is not None or self.now.held is not None:
             return
         h = self.life.ledger.history()
         n = len(h.records)
@@ -231,29 +249,29 @@ class Scheduler:
         if room <= 0 or self._waiting() > self.depth:
             return
         view = ahead_view(h, self.depth)
-        if self.dry_at != n and self.agent.ahead(view):
+        if self.now.dry_at != n and self.agent.ahead(view):
             ask, h = Ask.ahead, view
-        elif not self.order and self.deciding is None:
+        elif not self.now.order and self.now.deciding is None:
             ask = Ask.now
-        elif self.agent.speculate and self.speculated != n:
-            ask, h, self.speculated = Ask.speculative, view, n
+        elif self.agent.speculate and self.now.speculated != n:
+            ask, h, self.now.speculated = Ask.speculative, view, n
         else:
             return
-        self.asking = asker.submit(lambda: (self.agent.propose(h, room)[:room], ask))
+        self.now.asking = asker.submit(lambda: (self.agent.propose(h, room)[:room], ask))
 
     def _free(self) -> int:
         """Devices free for a measurement. On one device the decision being made holds it: the next
         candidate is measured against the incumbent of its turn, after any head-to-head, as a sequential
         climb measures it. On several, a head-to-head or a sanitizer run takes the next device that frees,
         before the measurements waiting for one (`lifecycle.Devices`)."""
-        reserved = self.parallel == 1 and self.deciding is not None
-        return self.parallel - len(self.measuring) - reserved
+        reserved = self.parallel == 1 and self.now.deciding is not None
+        return self.parallel - len(self.now.measuring) - reserved
 
     def _start_measurements(self, devices: ThreadPoolExecutor) -> None:
-        waiting = [c for c in self.order if c.id not in self.measuring and c.id not in self.measured]
+        waiting = [c for c in self.now.order if c.id not in self.now.measuring and c.id not in self.now.measured]
         for cand in waiting[:max(0, self._free())]:
-            build = self.built[cand.id]
-            self.measuring[cand.id] = devices.submit(self._measure, cand, build)
+            build = self.now.built[cand.id]
+            self.now.measuring[cand.id] = devices.submit(self._measure, cand, build)
 
     def _measure(self, cand, build: Future):
         return self.life.measure(cand, build.result())
@@ -261,12 +279,21 @@ class Scheduler:
     def _settle(self) -> None:
         """A stop rule fired: what the agent was already asked for is recorded (as proposed, evaluated on
         resume), so the requests it cost are linked to what they produced."""
-        asking, self.asking = self.asking, None
-        held, self.held = self.held or [], None
+        asking, self.now.asking = self.now.asking, None
+        held, self.now.held = self.now.held or [], None
         if asking is not None and not asking.cancel():
             try:
                 held += asking.result()[0]
             except Exception:  # the stop stands; a failed request is in llm_calls already
                 pass
         if held:
-            self.record(held)
+            self._record(held)
+
+    def _record(self, proposals: list[Proposal]) -> list[Candidate]:
+        """Proposals recorded through the lifecycle: those refused there (by their agent, or as a kernel
+        recorded before) shown ended; the others, to be screened and measured."""
+        added = self.life.record(proposals)
+        for _, end in added:
+            if end is not None:
+                self.finished(end)
+        return [c for c, end in added if end is None]
