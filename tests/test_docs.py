@@ -71,3 +71,27 @@ def test_site_builds_strict(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     assert (tmp_path / "site" / "index.html").is_file()
     assert not list((tmp_path / "site").rglob("*.db")), "the databases stay out of the site"
+
+
+def test_the_walk_from_run_to_a_decision_names_what_the_code_has():
+    """The layout page's hops from `autodiscovery run` to a decision: each dotted name is a module and the
+    attribute path in it, as the code has them, and there are at most about ten hops."""
+    import importlib
+
+    page = (ROOT / "docs" / "architecture" / "layout.md").read_text()
+    section = page[page.index("## From `run` to a decision"):page.index("## The documentation")]
+    hops = re.findall(r"^\d+\. ", section, re.M)
+    assert 5 <= len(hops) <= 10, len(hops)
+    names = set(re.findall(r"`(autodiscovery(?:\.\w+)+)`", section))
+    assert len(names) >= 12
+    for dotted in sorted(names):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attr in parts[i:]:
+            assert hasattr(obj, attr), f"{dotted}: no {attr} in {obj}"
+            obj = getattr(obj, attr)
