@@ -19,7 +19,7 @@ def test_readme_is_a_front_door():
     assert len(README.splitlines()) <= 200, "the README is a front door: findings and procedures go in docs/"
     setup = "python3 -m venv .venv && . .venv/bin/activate && "
     assert setup + "pip install -e . && autodiscovery run --campaign hopper-gemm" in README
-    assert setup + "pip install -e '.[test]' && python -m pytest -q" in README
+    assert setup + "pip install -e '.[test]' && python -m pytest -q -n auto" in README
 
 
 def test_readme_links_and_examples_hold():
