@@ -232,6 +232,53 @@ class Harness(Protocol):
         any other status blocks it (the log says which check and where); None: not checked here."""
 
 
+class Briefing(Protocol):
+    """What the LLM agent's prompts ask of a harness (`agents/prompting.py`): the task in words, the
+    machine, a profile as the model reads it, a build's facts beyond the compiler's, the figures shown
+    beside the objective."""
+
+    objective: ClassVar[Objective]
+    columns: ClassVar[tuple[Column, ...]]
+
+    def brief(self, fingerprint: dict) -> str: ...
+
+    def hardware(self, fingerprint: dict, history: History) -> str: ...
+
+    def prompt_profile(self, seq: int, profile: dict) -> str: ...
+
+    def build_notes(self, facts: dict) -> list[str]: ...
+
+
+class Fitting(Protocol):
+    """What the search agent's ordering of moves asks of a harness (`agents/shape_order.py`)."""
+
+    def fit(self, source: str, knobs: dict) -> Fit | None: ...
+
+
+class Showing(Protocol):
+    """What the views of a recorded run ask of a harness's class (`review/`, `serve/`): the figures beside
+    the objective, the report's tables and charts, a stored profile as a table, what `replay` compares."""
+
+    name: str
+    objective: ClassVar[Objective]
+    columns: ClassVar[tuple[Column, ...]]
+
+    @staticmethod
+    def summary_data(store: Store, run_id: int) -> dict | None: ...
+
+    @staticmethod
+    def summary(run_id: int, data: dict) -> list[Section]: ...
+
+    @staticmethod
+    def charts(data: dict) -> list[Chart]: ...
+
+    @staticmethod
+    def profile_section(label: str, profile: dict) -> Section | None: ...
+
+    @classmethod
+    def identity(cls, fingerprint: dict) -> dict: ...
+
+
 class HarnessBase:
     """Defaults for the optional hooks of `Harness`: how its numbers are shown (columns, report sections,
     charts, prompts), what `doctor` checks, what a resumed run may change."""

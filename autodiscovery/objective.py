@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from autodiscovery.interfaces import HarnessBase
 
 @dataclass(frozen=True)
 class Objective:
@@ -119,7 +117,14 @@ class Column:
         return format(value, self.spec) if self.spec and isinstance(value, (int, float)) else str(value)
 
 
-def columns(harness: HarnessBase | type[HarnessBase], view: str, after: bool | None = None) -> list[Column]:
+class HasColumns(Protocol):
+    """A harness, or its class: what it shows beside the objective."""
+
+    @property
+    def columns(self) -> tuple[Column, ...]: ...
+
+
+def columns(harness: HasColumns, view: str, after: bool | None = None) -> list[Column]:
     """The columns a harness (class or instance: its `columns`) shows in `view`; with `after`, only those
     on that side of the objective."""
     return [c for c in harness.columns if view in c.views and (after is None or c.after == after)]

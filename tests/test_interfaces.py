@@ -10,7 +10,7 @@ import pytest
 from autodiscovery import campaign as campaigns
 from autodiscovery import registry
 from autodiscovery.campaign import ProblemBase
-from autodiscovery.interfaces import Agent, Harness, HarnessBase, Objective
+from autodiscovery.interfaces import Agent, Briefing, Fitting, Harness, HarnessBase, Objective, Showing
 
 
 @pytest.mark.parametrize("name, campaign", [("hopper_gemm", "hopper-gemm"), ("accelsim", "edge-codesign")])
@@ -106,3 +106,23 @@ def test_the_interfaces_page_names_every_optional_hook_of_harness_base():
     page = _named(PAGE.read_text())
     hooks = _members(HarnessBase) - {"name"}
     assert hooks <= page, f"HarnessBase members the page does not name: {sorted(hooks - page)}"
+
+
+def test_the_narrow_views_are_on_the_page_as_the_code_declares_them():
+    """Each narrow view's row names exactly the members its Protocol declares."""
+    rows = {}
+    for line in _section("Narrow views of a harness").splitlines():
+        cells = line.split("|")
+        if line.startswith("| `") and len(cells) > 3:
+            (view,) = _named(cells[1])
+            rows[view] = _named(cells[3])
+    assert set(rows) == {"Briefing", "Fitting", "Showing"}
+    for view, protocol in (("Briefing", Briefing), ("Fitting", Fitting), ("Showing", Showing)):
+        assert rows[view] == _members(protocol), (view, rows[view] ^ _members(protocol))
+
+
+def test_the_shipped_harnesses_offer_every_narrow_view():
+    for name in ("hopper_gemm", "accelsim", "reference"):
+        cls = registry.harness(name)
+        for protocol in (Briefing, Fitting, Showing):
+            assert _members(protocol) <= set(dir(cls)), (name, protocol.__name__)

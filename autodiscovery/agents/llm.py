@@ -24,7 +24,7 @@ from autodiscovery.agents.prompting import (
     trim,
 )
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import AgentBase, History, Proposal
+from autodiscovery.interfaces import AgentBase, Briefing, History, Proposal
 from autodiscovery.store import LlmCall
 
 TEMPERATURE_STEP = 0.2
@@ -161,7 +161,7 @@ class LlmAgent(AgentBase):
 
 
 
-def messages(settings: LlmSettings, fingerprint: dict, harness, history: History, draw: Draw,
+def messages(settings: LlmSettings, fingerprint: dict, harness: Briefing, history: History, draw: Draw,
              reserve: int = 0) -> list[dict]:
     """The system and user messages that open a proposal made from `draw`, the user message fitted to
     agent.llm.context_tokens with `reserve` tokens to spare."""

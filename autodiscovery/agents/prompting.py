@@ -13,7 +13,7 @@ from importlib import resources
 import jinja2
 
 from autodiscovery.agents.programs import Draw, Entry
-from autodiscovery.interfaces import History, Record, columns
+from autodiscovery.interfaces import Briefing, History, Record, columns
 from autodiscovery.store import CandidateStatus
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
@@ -31,7 +31,7 @@ def trim(log: str, lines: int = LOG_LINES) -> str:
     return "\n".join(errors[:lines])
 
 
-def score_text(r: Record, harness) -> str:
+def score_text(r: Record, harness: Briefing) -> str:
     """A record's score in the objective, with the harness's prompt figures: '0.877× …, 677.4 TFLOP/s'."""
     if r.score is None:
         return ""
@@ -40,7 +40,7 @@ def score_text(r: Record, harness) -> str:
     return ", ".join([harness.objective.format(r.score), *figures])
 
 
-def build_text(b: dict, harness) -> str:
+def build_text(b: dict, harness: Briefing) -> str:
     """The compiler's facts in one line, then the harness's own notes: '168 registers, 0 B static shared
     memory, no spills, 0 B stack, …'."""
     if not b or b.get("registers") is None:
@@ -91,7 +91,7 @@ class PromptBuilder:
     """Renders the system and user messages of a proposal: the harness says what the task is and what the
     machine is (`brief`, `hardware`), and how its figures read; the rest is the run's own history."""
 
-    def __init__(self, harness, fingerprint: dict, attempts_shown: int = 8, diff_lines: int = 40) -> None:
+    def __init__(self, harness: Briefing, fingerprint: dict, attempts_shown: int = 8, diff_lines: int = 40) -> None:
         self.harness, self.fingerprint = harness, fingerprint
         self.attempts_shown, self.diff_lines = attempts_shown, diff_lines
         self.env = environment()

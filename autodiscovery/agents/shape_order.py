@@ -10,10 +10,13 @@ best (`order`). Fits are kept: a walk asks for the same ones again.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autodiscovery.agents.space import Family, Space
 from autodiscovery.toolkit.text import canon
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import Fitting
 
 FIT_GAIN = 0.1
 """A structural move leaves a family's default for another setting of its shape knobs only when the
@@ -46,7 +49,7 @@ class ShapeOrder:
 
     def __init__(self, space: Space, shape: dict[str, int]) -> None:
         self.space, self.shape = space, shape
-        self.harness = None
+        self.harness: Fitting | None = None
         self._fits: dict[tuple, Any] = {}
         self._settings: dict[tuple, list] = {}
 

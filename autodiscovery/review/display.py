@@ -4,8 +4,6 @@ interval) and shows the harness's own columns where they ask to be (`interfaces.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich import box
 from rich.console import Group
 from rich.markup import escape
@@ -13,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from autodiscovery.interfaces import Objective, Section, columns
+from autodiscovery.interfaces import Objective, Section, Showing, columns
+from autodiscovery.objective import Column, HasColumns
 from autodiscovery.status import CandidateStatus as C
 from autodiscovery.status import EvalStatus
 
@@ -33,12 +32,12 @@ def interval(objective: Objective, low: float | None, high: float | None, spec: 
     return f"{low:{spec}}–{high:{spec}}" if low is not None and high is not None else "–"
 
 
-def figure_cells(harness: Any, view: str, figures: dict, after: bool) -> list[str]:
+def figure_cells(harness: HasColumns, view: str, figures: dict, after: bool) -> list[str]:
     """The texts of a harness's columns of `view` on one side of the objective, from a row's figures."""
     return [c.text(figures.get(c.key)) for c in columns(harness, view, after)]
 
 
-def figure_heads(harness: Any, view: str, after: bool, suffix: str = "") -> list[str]:
+def figure_heads(harness: HasColumns, view: str, after: bool, suffix: str = "") -> list[str]:
     return [c.label + suffix for c in columns(harness, view, after)]
 
 
@@ -92,7 +91,7 @@ def one_line(text: str | None) -> str:
     return escape(" ".join((text or "").split()))
 
 
-def where(fingerprint: dict, harness: Any, width: int = 80) -> str:
+def where(fingerprint: dict, harness: Showing | type[Showing], width: int = 80) -> str:
     """Where a run ran: the device and the toolchain its measurements depend on, in lines of `width` that
     break between two facts, never inside one."""
     facts = harness.identity(fingerprint)
@@ -112,7 +111,7 @@ def where(fingerprint: dict, harness: Any, width: int = 80) -> str:
     return "\n".join(escape(line) for line in lines)
 
 
-def lineage_table(run_id: int, rows: list[dict], harness: Any,
+def lineage_table(run_id: int, rows: list[dict], harness: Showing | type[Showing],
                   whole_hint: str | None = None) -> tuple[Table, str, Table]:
     """The kept chain, a row a step, the figures whole at 80 columns; then a heading (a message line: print
     it unwrapped) and each step's hypothesis cut to a line (`whole_hint`, `show RUN/SEQ` by default, gives
@@ -156,7 +155,7 @@ def tree(run_id: int, rows: list[dict]) -> Tree:
     return root
 
 
-def diff_table(data: dict, harness: Any) -> Table:
+def diff_table(data: dict, harness: Showing | type[Showing]) -> Table:
     a, b = data["a"], data["b"]
     t = Table(title=f"{a['ref']} against {b['ref']}: +{data['lines_added']} −{data['lines_removed']} lines")
     for col in ("", a["ref"], b["ref"]):
@@ -173,7 +172,7 @@ def diff_table(data: dict, harness: Any) -> Table:
     return t
 
 
-def candidates_table(rows: list[dict], harness: Any) -> Table:
+def candidates_table(rows: list[dict], harness: Showing | type[Showing]) -> Table:
     """Every candidate, a line each at 80 columns: its decision cut to what is left of the line."""
     compiled = any(r.get("registers") is not None for r in rows)
     heads = ["#", "family", "proposer", "status", *figure_heads(harness, "candidates", False),
@@ -186,7 +185,7 @@ def candidates_table(rows: list[dict], harness: Any) -> Table:
     return whole(compact("candidates"), cells, heads, cut="decision")
 
 
-def measure_table(kernel: str, outcomes: list, harness: Any) -> Table:
+def measure_table(kernel: str, outcomes: list, harness: Showing | type[Showing]) -> Table:
     """Each measurement of one kernel file: its status, the objective with its interval and the harness's
     columns, how long the evaluation took, and why it failed where it did."""
     objective = harness.objective
@@ -222,7 +221,7 @@ def llm_table(rows: list[dict]) -> Table:
     return t
 
 
-def replay_table(data: dict, harness: Any) -> Table:
+def replay_table(data: dict, harness: Showing | type[Showing]) -> Table:
     """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise."""
     objective = harness.objective
     exact = objective.interval is None
@@ -260,7 +259,7 @@ def fingerprints_table(data: dict) -> Table:
     return t
 
 
-def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Any) -> Table:
+def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Showing | type[Showing]) -> Table:
     """Each family's best at one problem: its configuration folds, the figures stay whole."""
     objective = harness.objective
     t = Table(title=f"ladder at {problem} (run {run_id}): each family's best", box=box.SIMPLE_HEAD,
@@ -288,8 +287,10 @@ def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Any) -> T
 class _Shown:
     """A harness's columns, less those no row has a value of."""
 
-    def __init__(self, harness: Any, keys: set[str]) -> None:
-        self.columns = [c for c in harness.columns if c.key in keys]
+    columns: tuple[Column, ...]
+
+    def __init__(self, harness: Showing | type[Showing], keys: set[str]) -> None:
+        self.columns = tuple(c for c in harness.columns if c.key in keys)
 
 
 def dispatch_table(data: dict) -> Table:

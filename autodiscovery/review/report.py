@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS
-from autodiscovery.interfaces import HarnessBase, Objective, Section, columns
+from autodiscovery.interfaces import HarnessBase, Objective, Section, Showing, columns
 from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.recorded import parse
@@ -42,7 +42,7 @@ class Unknown(HarnessBase):
     objective = UNKNOWN
 
 
-def harness_of(run: Run) -> type:
+def harness_of(run: Run) -> type[Showing]:
     """The class of the harness that measured a run (`Unknown` if it cannot be loaded here)."""
     try:
         cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
