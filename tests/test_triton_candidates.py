@@ -130,3 +130,31 @@ def test_every_shipped_op_has_a_triton_family_that_passes_the_static_rule_and_it
         assert manifest.is_triton(source)
         plan = harness.check(source)
         assert plan["language"] == "triton" and plan["launches"][0]["num_warps"] == knobs["WARPS"]
+
+
+TRITON_SEEDS = [("softmax", "triton_rows"), ("rmsnorm", "triton_cols"), ("bias_gelu", "triton_flat"),
+                ("sum_reduction", "triton_cols"), ("matmul", "triton_tiles")]
+
+
+@pytest.mark.parametrize("name, family", TRITON_SEEDS)
+def test_each_shipped_op_has_a_triton_seed_a_run_tunes_from(name, family, tmp_path):
+    """`seeds/<op>/triton.py` is the Triton family's default, as its template renders it: a campaign seeded
+    with it (`--set seed=<op>/triton.py --set harness.languages=[triton]`) starts in that family, at those
+    knobs, and its knob moves stay there, in Triton."""
+    from autodiscovery.agents.search import SearchAgent
+    from autodiscovery.interfaces import History, Record
+
+    camp = campaigns.load(name, [f"seed={name}/triton.py", "harness.languages=[triton]", f"harness.cache_dir={tmp_path}"])
+    space = Space(camp.agent.search.space)
+    fam = space.families[family]
+    source = camp.seed_path().read_text()
+    assert source == space.render(family, dict(fam.default))
+    agent = SearchAgent(camp)
+    seed = agent.seed_proposal(camp)
+    assert (seed.family, seed.knobs) == (family, dict(fam.default))
+    ReferenceHarness(camp).check(source)  # a Triton candidate the campaign's languages take
+    kept = Record(seq=0, family=family, knobs=seed.knobs, status="kept", score=1.0, kept=True,
+                  source_hash="", source=source)
+    moves = agent.propose(History([kept], kept, ReferenceHarness.objective), 4)
+    assert moves and {p.family for p in moves} == {family}
+    assert all(manifest.is_triton(p.source) for p in moves)

@@ -128,7 +128,8 @@ class SearchAgent(AgentBase):
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
         seed = super().seed_proposal(campaign)
-        seed.family = self.space.family_of_source(seed.source)
+        if (found := self.space.configuration_of_source(seed.source)) is not None:
+            seed.family, seed.knobs = found
         return seed
 
     def opening(self, campaign: Campaign, history: History) -> list[Proposal]:

@@ -215,8 +215,19 @@ class Space:
             raise SpaceError(f"{family}: template {fam.template} failed to render: {exc}") from None
 
     def family_of_source(self, source: str) -> str | None:
-        """The fixed-source family whose file is exactly `source` (the seed, usually)."""
+        """The family whose file, or whose template at its default configuration, is exactly `source`
+        (the seed, usually)."""
+        found = self.configuration_of_source(source)
+        return found[0] if found is not None else None
+
+    def configuration_of_source(self, source: str) -> tuple[str, dict[str, Any]] | None:
+        """(family, knobs) of `source` where it is a fixed-source family's file or a template's default
+        rendered (a Triton seed written as the Triton family's default, say): a run from it then tunes that
+        family's knobs from there."""
         for fam in self.families.values():
             if fam.source and (self.seeds / fam.source).read_text() == source:
-                return fam.name
+                return fam.name, {}
+        for fam in self.families.values():
+            if fam.template and self.render(fam.name, dict(fam.default)) == source:
+                return fam.name, dict(fam.default)
         return None
