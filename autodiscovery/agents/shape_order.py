@@ -107,11 +107,10 @@ class ShapeOrder:
             return self._settings[key]
         out = []
         for values in itertools.product(*(fam.knobs[k] for k in fam.shape_knobs)):
-            moved = {**knobs, **dict(zip(fam.shape_knobs, values))}
-            if moved == knobs:
+            wanted = {**knobs, **dict(zip(fam.shape_knobs, values))}
+            if wanted == knobs:
                 continue
-            if fam.violations(moved, self.shape):
-                moved = self.repaired(fam, moved, set(fam.shape_knobs))
+            moved = self.repaired(fam, wanted, set(fam.shape_knobs)) if fam.violations(wanted, self.shape) else wanted
             if moved is not None and (f := self.fit(fam, moved)) is not None:
                 out.append((moved, sum(moved[k] != knobs.get(k) for k in moved), f))
         self._settings[key] = out
@@ -154,7 +153,10 @@ class ShapeOrder:
         first = [(m, f"the fit of the shape rates {f.describe()} {here.estimate / f.estimate:.2f}× faster than the "
                      f"best's {here.describe()}") for *_, m, f in faster]
         ahead = {canon(m) for m, _ in first}
-        nudged, middle, last, lean = [], [], [], []
+        nudged: list[tuple[float, int, dict[str, Any], str]] = []
+        lean: list[tuple[float, int, dict[str, Any], str]] = []
+        middle: list[tuple[dict[str, Any], str]] = []
+        last: list[tuple[dict[str, Any], str]] = []
         here_gb = here.l2_gb
         for m in moves:
             if canon(m) in ahead:

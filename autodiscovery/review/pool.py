@@ -46,8 +46,8 @@ def pool(store: Store, run_id: int) -> dict | None:
     waiting = []
     for cand, created, build_s in cands:
         if cand in starts:
-            built = created.timestamp() + (build_s or 0.0)
-            waiting.append((created.timestamp(), min(built, starts[cand]), starts[cand]))
+            done = created.timestamp() + (build_s or 0.0)
+            waiting.append((created.timestamp(), min(done, starts[cand]), starts[cand]))
     if not spans:
         return None
     if isinstance(gpus, list) and gpus:
