@@ -193,7 +193,7 @@ def campaign_page() -> str:
                                 title=f"`agent.{section}`: the {name} agent")
     for name in registry.HARNESSES:
         harness = registry.harness(name)
-        parts += model_sections(harness.Settings, "harness", 3, harness.Settings(),
+        parts += model_sections(harness.Settings, "harness", 3, harness.Settings(name=name),
                                 title=f"`harness`: `name: {name}`")
         if harness.Problem is not ProblemBase:
             parts += model_sections(harness.Problem, "problem", 4, title=f"`problem` of a campaign with `harness.name: {name}`")
@@ -253,7 +253,7 @@ def cli_page() -> str:
 
     from autodiscovery.cli import app
 
-    group = typer.main.get_command(app)
+    group: Any = typer.main.get_command(app)  # a group of commands (typer's own click, which ships no types)
     parts = [
         "# Command line",
         _doc_text(group.help),

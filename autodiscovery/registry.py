@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from autodiscovery import AutoDiscoveryError
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import HarnessBase
+    from autodiscovery.interfaces import AgentBase, HarnessBase
 
 HARNESSES = {
     "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
@@ -46,7 +46,7 @@ def harness(name: str) -> type[HarnessBase]:
     return _load("harness", name, HARNESSES)
 
 
-def agent(name: str) -> type:
+def agent(name: str) -> type[AgentBase]:
     """The agent class named in a campaign's `agent.kind`."""
     return _load("agent", name, AGENTS)
 
