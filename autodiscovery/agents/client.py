@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast, overload
 
 import openai
 from pydantic import Field
@@ -219,7 +219,14 @@ class LlmClient:
             raise LlmError(f"{model.name} at {self.where} answered {exc.status_code}: {self._why(exc)}") from None
         raise AssertionError("unreachable")
 
+    @overload
+    def redact(self, text: str) -> str: ...
+
+    @overload
+    def redact(self, text: None) -> None: ...
+
     def redact(self, text: str | None) -> str | None:
+        """`text` with the API key, wherever it appears, replaced by a mark."""
         if text and len(self.secret) >= 6:
             return text.replace(self.secret, "[redacted key]")
         return text
@@ -232,12 +239,12 @@ class LlmClient:
         start = time.perf_counter()
         try:
             resp = self.client.chat.completions.create(
-                model=model.name, messages=messages, **self.options(model, self.settings.max_tokens, heat))
+                model=model.name, messages=cast(Any, messages), **self.options(model, self.settings.max_tokens, heat))
         except openai.APIError as exc:
             call.latency_ms = (time.perf_counter() - start) * 1000
             call.error = f"{type(exc).__name__}: {self._why(exc)}"
             call.prompt = self.redact(call.prompt)
-            ids.append(self.log(call))
+            self._logged(call, ids)
             raise
         call.latency_ms = (time.perf_counter() - start) * 1000
         call.reply = (resp.choices[0].message.content or "") if resp.choices else ""
@@ -246,8 +253,13 @@ class LlmClient:
             if model.price_in is not None and model.price_out is not None:
                 call.cost = (call.input_tokens * model.price_in + call.output_tokens * model.price_out) / 1e6
         call.prompt, call.reply = self.redact(call.prompt), self.redact(call.reply)
-        ids.append(self.log(call))
+        self._logged(call, ids)
         return call.reply
+
+    def _logged(self, call: Call, ids: list[int]) -> None:
+        """The call written where the client logs (a run's database); its id kept where it was written."""
+        if (call_id := self.log(call)) is not None:
+            ids.append(call_id)
 
 
 def _why(exc: Exception, redact=lambda text: text) -> str:

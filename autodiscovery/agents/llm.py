@@ -101,7 +101,7 @@ class LlmAgent(AgentBase):
                 messages.append({"role": "user", "content": extra})
             self._fit(messages, history, draw)
             reply, ids = self.client.chat(model, messages, heat)
-            calls.extend(i for i in ids if i is not None)
+            calls.extend(ids)
             messages.append({"role": "assistant", "content": reply})
             return reply
 
