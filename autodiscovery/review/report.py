@@ -60,13 +60,13 @@ def harness_class(store: Store, run_id: int) -> type:
         return harness_of(_run(s, run_id))
 
 
-def figures(harness: type, metrics: dict | None, build: dict | None, view: str | None = None) -> dict[str, Any]:
+def figures(harness: type[Showing], metrics: dict | None, build: dict | None, view: str | None = None) -> dict[str, Any]:
     """The values of a harness's columns (those of `view`, or all) for one measurement and build."""
     cols = [c for c in harness.columns if view is None or view in c.views]
     return {c.key: c.value(metrics, build) for c in cols}
 
 
-def _metrics(c: Candidate, harness: type) -> dict[str, Any]:
+def _metrics(c: Candidate, harness: type[Showing]) -> dict[str, Any]:
     ev = c.measurement
     m = ev.metrics if ev is not None and ev.status == EvalStatus.ok else {}
     objective = harness.objective
@@ -140,7 +140,7 @@ def _run_row(run: Run) -> dict:
     }
 
 
-def summary_text(harness: type, row: dict) -> str:
+def summary_text(harness: type[Showing], row: dict) -> str:
     """A best's score with the harness's summary figures: '1.009× …, 776.2 TFLOP/s'."""
     if row.get("score") is None:
         return "–"
@@ -162,7 +162,7 @@ def tally_text(t: dict[str, int]) -> str:
     return f"{t['evaluated']} evaluated" + (f", {t['proposed']} left proposed" if t["proposed"] else "")
 
 
-def candidate_row(c: Candidate, harness: type) -> dict:
+def candidate_row(c: Candidate, harness: type[Showing]) -> dict:
     b = c.build
     return {
         "run": c.run_id, "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None,
@@ -272,7 +272,7 @@ def lineage(store: Store, run_id: int) -> list[dict]:
                 cand = cand.parent  # the seed of a run started --from another run's candidate
             else:
                 cand = None
-        harnesses = {r: harness_of(s.get(Run, r)) for r in {c.run_id for c in chain}}
+        harnesses = {r: harness_of(_run(s, r)) for r in {c.run_id for c in chain}}
         return [candidate_row(c, harnesses[c.run_id]) for c in reversed(chain)]
 
 
@@ -310,6 +310,7 @@ def diff(store: Store, a: str, b: str) -> dict:
     rows = []
     for ref in (a, b):
         at = parse(ref, seq="required")
+        assert at.seq is not None  # required: parse says so in one line where it is missing
         rows.append(show_candidate(store, at.run, at.seq) | {"ref": ref})
     left, right = rows
     text = "".join(difflib.unified_diff(left["source"].splitlines(keepends=True),
