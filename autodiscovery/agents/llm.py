@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents import edits
@@ -24,8 +26,8 @@ from autodiscovery.agents.prompting import (
     trim,
 )
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import AgentBase, Briefing, History, Proposal
-from autodiscovery.store import LlmCall
+from autodiscovery.interfaces import AgentBase, Briefing, Harness, History, Proposal
+from autodiscovery.store import LlmCall, Store
 
 TEMPERATURE_STEP = 0.2
 """A batch's repeated draw (same parent, same inspirations) is asked at a temperature this much higher."""
@@ -36,24 +38,28 @@ class LlmAgent(AgentBase):
     Settings = LlmSettings
 
     @classmethod
-    def check(cls, settings: LlmSettings) -> None:
-        if not settings.models:
+    def check(cls, settings: BaseModel) -> None:
+        if not cast(LlmSettings, settings).models:
             raise ValueError("models: the llm agent needs at least one model (or --model NAME)")
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
-        self.settings = campaign.agent.of(LlmAgent)
+        self.settings = cast(LlmSettings, campaign.agent.of(LlmAgent))  # validated by LlmSettings at the load
         self.batch = self.settings.batch or 2
         self.overlap = self.settings.overlap
         self.env = environment()
         self.rng = random.Random(self.settings.seed)
-        self.store = self.run_id = self.harness = None
+        self.store: Store | None = None
+        self.run_id: int | None = None
+        self.harness: Harness | None = None
+        """The run's harness, once `bind` gives it."""
         self.fingerprint: dict[str, Any] = {}
         self.client = LlmClient(self.settings, self._log)
 
     # ---- wiring ---------------------------------------------------------------------------------
     def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
-        self.store, self.run_id, self.harness, self.fingerprint = store, run_id, harness, fingerprint
+        self.store, self.run_id, self.fingerprint = store, run_id, fingerprint
+        self.harness = harness
         if self.settings.batch is None:  # one proposal per device, so a pool of GPUs is kept fed
             self.batch = max(2, harness.parallel)
         self.rng = random.Random(f"{self.settings.seed}:{run_id}")
@@ -82,13 +88,19 @@ class LlmAgent(AgentBase):
         with ThreadPoolExecutor(max_workers=min(concurrency, n), thread_name_prefix="llm") as pool:
             return list(pool.map(lambda dm: self._one(history, *dm), zip(draws, models)))
 
+    def _bound(self) -> Harness:
+        if self.harness is None:
+            raise AssertionError("the llm agent asked for its harness before its run bound it")  # a bug of ours
+        return self.harness
+
     def pick(self) -> LlmModel:
         models = self.settings.models
         return self.rng.choices(models, weights=[m.weight for m in models])[0]
 
     def messages(self, history: History, draw: Draw, reserve: int = 0) -> list[dict]:
         """The opening request of a proposal, fitted (with `reserve` tokens to spare) to the context."""
-        return messages(self.settings, self.fingerprint, self.harness, history, draw, reserve)
+        # every harness the registry makes is a HarnessBase, which briefs as well as it measures
+        return messages(self.settings, self.fingerprint, cast(Briefing, self._bound()), history, draw, reserve)
 
     def _one(self, history: History, draw: Draw, model: LlmModel) -> Proposal:
         parent = draw.parent.record
@@ -152,11 +164,12 @@ class LlmAgent(AgentBase):
         """What the model is told of its kernel before it is measured: why the harness refuses it, or the
         compiler's errors ('' where it builds). Only a refusal (an AutoDiscoveryError) is the candidate's; any
         other exception is a bug in the harness and goes up, never to the model as if the kernel caused it."""
+        harness = self._bound()
         try:
-            self.harness.check(source)
+            harness.check(source)
         except AutoDiscoveryError as exc:  # a manifest or a source the harness refuses
             return str(exc)
-        build = self.harness.build(source)
+        build = harness.build(source)
         return "" if build.ok else trim(build.log, 30)
 
 

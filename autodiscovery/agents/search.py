@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -95,7 +95,7 @@ class SearchAgent(AgentBase):
     speculate = True  # a proposal is a computation on the history, nothing more
 
     def __init__(self, campaign: Campaign) -> None:
-        s = campaign.agent.of(SearchAgent)
+        s = cast(SearchSettings, campaign.agent.of(SearchAgent))  # validated by SearchSettings at the load
         self.batch_setting = s.batch
         self.batch = s.batch or 4
         self.space = Space(s.space) if s.space else _own_space(campaign)
@@ -120,7 +120,7 @@ class SearchAgent(AgentBase):
         self.fits.harness = harness
         self.devices = harness.parallel
         if self.warm_start:
-            sources = [(store, run_id)] if store is not None else []
+            sources: list[tuple[Any, int | None]] = [(store, run_id)] if store is not None else []
             sources += [(kernels, None) for kernels in self.kernels]
             self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
         if self.batch_setting is None:
@@ -169,7 +169,7 @@ class SearchAgent(AgentBase):
         return out
 
     def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
-        out = []
+        out: list[Proposal] = []
         for family, knobs, hypothesis in self.warm:
             fam = self.space.families[family]
             if len(out) >= n or (family, canon(knobs)) in tried or fam.violations(knobs, self.shape):
@@ -231,11 +231,11 @@ class SearchAgent(AgentBase):
         if out:  # measured first: the climb below starts from where they leave the incumbent
             return out
         inc_rung = self._rung(history.incumbent)
-        for fam in self._due(history, inc_rung):
+        for due in self._due(history, inc_rung):
             if len(self._valid(out)) >= n:
                 break
-            out.append(self._structural(fam, history))
-            tried.add((fam.name, canon(out[-1].knobs)))
+            out.append(self._structural(due, history))
+            tried.add((due.name, canon(out[-1].knobs)))
         if out and any(r.status == CandidateStatus.proposed for r in history.records):
             return out  # asked ahead (`ahead`): knob moves wait for the verdicts
         exhausted: set[str] = set()
@@ -271,7 +271,7 @@ class SearchAgent(AgentBase):
                                           f"{start}", "structural")
 
     def _active(self, history: History, exhausted: set[str], inc_rung: int,
-                pending: list[Proposal] = ()) -> Family | None:
+                pending: list[Proposal] | tuple[()] = ()) -> Family | None:
         """The family to tune next: the one in the earliest round of `knob_patience` moves without a
         keep; within a round the incumbent's family first, then by best score."""
         inc = history.incumbent
@@ -314,8 +314,9 @@ class SearchAgent(AgentBase):
             for knobs, why in self.fits.order(fam, best.knobs, self.neighbours(fam, best.knobs)):
                 if (fam.name, canon(knobs)) not in tried:
                     return self._knob_proposal(fam, knobs, history, why)
+        candidates: list[Record | Proposal] = [*history.records, *pending]
         points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
-                  for r in [*history.records, *pending] if self._configured(fam, r)
+                  for r in candidates if self._configured(fam, r)
                   and not (isinstance(r, Record) and r.status == CandidateStatus.proposed)]
         study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
                                  history.objective.higher_is_better)
@@ -340,8 +341,9 @@ class SearchAgent(AgentBase):
         return r.family == fam.name and set(r.knobs) == set(fam.knobs)
 
     def _best(self, fam: Family, history: History) -> Record | None:
-        scored = [r for r in history.records if self._configured(fam, r) and r.score is not None]
-        return max(scored, key=lambda r: r.score if history.objective.higher_is_better else -r.score, default=None)
+        scored = [(r.score, r) for r in history.records if self._configured(fam, r) and r.score is not None]
+        best = max(scored, key=lambda sr: sr[0] if history.objective.higher_is_better else -sr[0], default=None)
+        return best[1] if best is not None else None
 
     def neighbours(self, fam: Family, knobs: dict[str, Any]) -> list[dict[str, Any]]:
         """The valid configurations one knob away (each knob to its other values, nearest first), then,
