@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import AgentBase
 
 SEARCH_SPACES = ROOT / "search_spaces"
 SEEDS = ROOT / "seeds"
@@ -53,13 +56,13 @@ class AgentSettings(BaseModel):
     kind: str = "search"
     """Which agent proposes candidates: search, llm, codesign, or any `module:Class`."""
 
-    def of(self, agent: type) -> BaseModel:
+    def of(self, agent: type[AgentBase]) -> BaseModel:
         """The settings of `agent` (a class): its section, or its defaults where the campaign has none."""
         section = (self.model_extra or {}).get(section_of(agent))
         return section if section is not None else agent.Settings()
 
 
-def section_of(agent: type) -> str:
+def section_of(agent: type[AgentBase]) -> str:
     """The name of an agent's section under `agent:`."""
     return agent.section or agent.name
 
@@ -194,7 +197,7 @@ def _locate_paths(data: dict[str, Any], folder: Path | None, source: str, overri
     """Every path field of `data` (`PATHS`) made one that is found from anywhere, or a CampaignError naming
     every place it was looked for."""
     for keys, project, kind in PATHS:
-        node = data
+        node: Any = data
         for key in keys[:-1]:
             node = node.get(key) if isinstance(node, dict) else None
         value = node.get(keys[-1]) if isinstance(node, dict) else None

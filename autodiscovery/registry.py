@@ -51,7 +51,7 @@ def agent(name: str) -> type[AgentBase]:
     return _load("agent", name, AGENTS)
 
 
-def agent_of_section(section: str) -> type:
+def agent_of_section(section: str) -> type[AgentBase]:
     """The agent a section of `agent:` belongs to, by its name (the shipped agents' sections are named
     after them)."""
     if section not in AGENTS:

@@ -18,7 +18,8 @@ from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import History, Proposal, Record
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.running.lifecycle import Lifecycle
-from autodiscovery.store import EvalKind, EvalStatus, RunStatus, Store
+from autodiscovery.store import Candidate, EvalKind, EvalStatus, RunStatus, Store
+from autodiscovery.toolkit.build import BuildReport
 from autodiscovery.toolkit.text import canon, plural
 
 
@@ -69,16 +70,16 @@ class Ladder:
                                     self.harness.objective)
         self.life = Lifecycle(self.ledger, self.harness, self.campaign)
         rungs = [self._family(fam, per_family) for fam in ladder]
-        scored = [r for r in rungs if r.outcome is not None and r.outcome.score is not None]
-        top = self.harness.objective.best([r.outcome.score for r in scored]) if scored else None
-        best = next((r for r in scored if r.outcome.score == top), None)
+        scored = [(r.outcome.score, r) for r in rungs if r.outcome is not None and r.outcome.score is not None]
+        top = self.harness.objective.best([score for score, _ in scored]) if scored else None
+        best = next((r for score, r in scored if score == top), None)
         self.ledger.crown(best.candidate_id if best is not None else None)
         self.ledger.close(RunStatus.finished, f"ladder over {plural(len(rungs), 'family', 'families')}", None)
         return self.ledger.run_id, rungs
 
     def _family(self, fam, per_family: int) -> Rung:
         records: list[Record] = []
-        sources: dict[str, tuple[int, Any]] = {}
+        sources: dict[str, tuple[Candidate, Proposal, BuildReport | None]] = {}
         tried: set = set()
         budget = per_family if fam.knobs else 1
         while len(records) < budget:
@@ -89,10 +90,10 @@ class Ladder:
                     p = Proposal(f"{fam.name} at its default configuration", self.agent.space.render(fam.name, knobs),
                                  "ladder", fam.name, knobs)
                 else:
-                    p = self.agent.knob_move(fam, History(records, None, self.harness.objective), batch, tried)
-                    if p is None:
+                    move = self.agent.knob_move(fam, History(records, None, self.harness.objective), batch, tried)
+                    if move is None:
                         break
-                    p.proposer = "ladder"
+                    p, p.proposer = move, "ladder"
                 tried.add((fam.name, canon(p.knobs)))
                 batch.append(p)
             if not batch:
@@ -108,6 +109,7 @@ class Ladder:
                 if end is not None:
                     status, score, log = EvalStatus.rejected, None, end.reason
                 else:
+                    assert build is not None  # built: it was not refused
                     outcome = self.life.measure(cand, build).outcome
                     assert outcome is not None  # the ladder measures: it has no dry run
                     status, score, log = outcome.status, outcome.score, outcome.log
@@ -122,6 +124,7 @@ class Ladder:
         top = self.harness.objective.best([r.score for r in passed])
         best = next(r for r in passed if r.score == top)
         cand, _, build = sources[canon(best.knobs)]
+        assert build is not None  # it passed the gate: it was built
         self.progress(f"{fam.name}: final measurement of the best")
         final = self.life.measure(cand, build, EvalKind.ladder).outcome
         rung.knobs, rung.outcome, rung.candidate_id = best.knobs, final, cand.id
