@@ -28,7 +28,7 @@ A scalar argument is an integer expression (int32), or `{i32|i64: expression}`, 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -160,7 +160,8 @@ def resolve(manifest: Manifest | TritonManifest, facts: dict, sms: int = 132) ->
                                     f"the reference returns {theirs['dtype']} {list(theirs['shape'])}")
     known = set(inputs) | set(params) | set(tensors)
     launches = []
-    for i, launch in enumerate(manifest.launches):
+    steps: list[Launch | TritonLaunch] = [*manifest.launches]
+    for i, launch in enumerate(steps):
         where = f"launches[{i}] ({launch.kernel})"
         grid = [_value(g, names, f"{where} grid") for g in launch.grid]
         triton: dict = {}
@@ -178,7 +179,7 @@ def resolve(manifest: Manifest | TritonManifest, facts: dict, sms: int = 132) ->
             raise ManifestError(f"{where}: a block of {block[0] * block[1] * block[2]} threads (at most 1024)")
         if not 0 <= smem <= MAX_DYNAMIC_SMEM:
             raise ManifestError(f"{where}: dynamic shared memory {smem} bytes (at most {MAX_DYNAMIC_SMEM})")
-        args = []
+        args: list[list[Any]] = []  # [kind, value]: a tensor's name, or a scalar's value
         for arg in launch.args:
             if isinstance(arg, dict):
                 ((kind, value),) = arg.items()
@@ -187,7 +188,8 @@ def resolve(manifest: Manifest | TritonManifest, facts: dict, sms: int = 132) ->
                         raise ManifestError(f"{where} args: {kind} takes a number, not '{value}'")
                     args.append([kind, float(value)])
                 else:
-                    args.append([kind, _value(value, names, f"{where} args")])
+                    args.append([kind, _value(value if isinstance(value, (int, str)) else str(value), names,
+                                              f"{where} args")])
             elif isinstance(arg, str) and (arg in known or (not probed and arg not in names and _tensor_name(arg)
                                                            and not _is_expression(arg, names))):
                 args.append(["tensor", arg])
