@@ -60,6 +60,7 @@ class ModelPicks:
         return held_out_confirms(None if first.score is None else sign * first.score, fitted)
 
     def _device_source(self, kernel: dict) -> str:
+        assert self.kernel.template is not None  # the co-design's kernel family is a template
         return self.env.get_template(self.kernel.template).render(**{**kernel, "PERSISTENT": 0})
 
     def facts_path(self, kernel: dict) -> Path:
@@ -86,7 +87,7 @@ class ModelPicks:
         if len(pts) < 4:
             return None, {"n": len(pts), "trusted": False, "why": "fewer than 4 simulated points"}
         rows = [self._features(r.knobs["kernel"], stock) for r in pts]
-        cycles = [float(r.score) for r in pts]
+        cycles = [float(r.score) for r in pts if r.score is not None]  # all of them: pts are scored
         loo = leave_one_out(rows, cycles)
         rho = loo["rank_correlation"]
         fit = Fit(rows, cycles)
@@ -99,7 +100,7 @@ class ModelPicks:
         return fit, info
 
     def _model_picks(self, n: int, stock: dict, done: set, recs: list[Record],
-                     picked: list[Record] = ()) -> list[Proposal]:
+                     picked: list[Record] | tuple[()] = ()) -> list[Proposal]:
         """The model's best kernels that neither A, B nor earlier picks (`picked`) simulated, nor any
         kernel the model cannot tell apart from one of those."""
         fit, info = self.fit(recs)
@@ -123,9 +124,9 @@ class ModelPicks:
         seen = {same(self._features(r.knobs["kernel"], stock)) for r in [*recs, *picked]
                 if canon(r.knobs["arch"]) == canon(stock)}
         for cycles, k, f in scored:
-            terms = same(self._features(k, stock, ptx=f))
-            if terms not in seen:
-                seen.add(terms)
+            alike = same(self._features(k, stock, ptx=f))
+            if alike not in seen:
+                seen.add(alike)
                 picks.append((cycles, k))
         test = info["trusted"] and not picked  # a model that ranks A and B well: its first pick is the test
         take = 1 if test else n
