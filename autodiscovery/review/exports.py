@@ -27,7 +27,7 @@ def sanitized(cand: Candidate) -> dict:
     if not evs:
         return {"state": "never"}
     last = evs[-1]
-    state = {EvalStatus.ok: "clean", EvalStatus.incorrect: "findings"}.get(last.status, last.status)
+    state = {str(EvalStatus.ok): "clean", str(EvalStatus.incorrect): "findings"}.get(str(last.status), str(last.status))
     return {"state": state, "tools": (last.metrics or {}).get("tools", {}),
             "findings": (last.metrics or {}).get("findings", [])}
 
@@ -46,7 +46,7 @@ def dispatch(store: Store, run_id: int) -> dict:
         kids = runs_of(s, parent)
         campaign = validate(parent.config, f"campaign of run {run_id}")
         rows = []
-        for entry in campaign.suite:
+        for entry in campaign.suite or []:  # a suite: checked above
             child, problem = kids.get(entry.label), campaign.entry(entry).problem
             row = {"label": entry.label, "problem": problem.model_dump(mode="json"), "shape": problem.describe(),
                    "run": None, "status": "not yet run", "stop_reason": None, "best_seq": None, "family": None,
@@ -99,6 +99,7 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
         if not items:
             which = f"run {run_ids[0]} has" if len(run_ids) == 1 else f"runs {', '.join(map(str, run_ids))} have"
             raise NotFound(f"{which} no kept kernel to export")
+    assert harness is not None  # items came from a run, whose harness was read with them
     table = harness.export_library(items, folder)
     never = [f"{i['label']} (run {i['run']} #{i['seq']})" for i in items if i["sanitized"]["state"] != "clean"]
     if never and isinstance(table, dict) and "summary" in table:

@@ -42,7 +42,7 @@ class Unknown(HarnessBase):
     objective = UNKNOWN
 
 
-def harness_of(run: Run) -> type[Showing]:
+def harness_of(run: Run) -> type[HarnessBase]:
     """The class of the harness that measured a run (`Unknown` if it cannot be loaded here)."""
     try:
         cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
