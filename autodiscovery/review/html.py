@@ -152,6 +152,7 @@ def figures(data: dict, harness: type[Showing], only: set[str] | None = None) ->
     ax.set_ylabel(f"{name} (log scale)" if log else name)
     ax.set_title("every candidate in order")
     if near is not None:
+        assert band is not None and best is not None and best_c is not None  # a band is drawn near a best
         lo, hi = band
         pad = (hi - lo) or abs(hi) * 0.01 or 1
         above = best >= reference if reference is not None else higher  # the best's label: away from the line

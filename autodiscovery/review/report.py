@@ -55,7 +55,7 @@ def objective_of(run: Run) -> Objective:
     return harness_of(run).objective
 
 
-def harness_class(store: Store, run_id: int) -> type:
+def harness_class(store: Store, run_id: int) -> type[HarnessBase]:
     with store.session() as s:
         return harness_of(_run(s, run_id))
 

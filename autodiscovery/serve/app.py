@@ -10,6 +10,7 @@ import secrets as random_tokens
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 from pygments.formatters import HtmlFormatter
@@ -92,18 +93,18 @@ class Pages:
         run_id = request.path_params["run_id"]
         page = _int(request.query_params.get("page"), 1)
         state = views.token(self.store, run_id)
-        polling = {"token": state, "poll_ms": int(self.poll_s * 1000),
+        polling: dict[str, Any] = {"token": state, "poll_ms": int(self.poll_s * 1000),
                    "live_url": url(f"/runs/{run_id}/live", page=page)}
         if views.header(self.store, run_id)["is_suite"]:
             return self.page("suite.html.j2", **self._suite_context(run_id), **polling)
         return self.page("run.html.j2", **self._run_context(run_id, page, state), **polling)
 
-    def _suite_context(self, run_id: int) -> dict:
+    def _suite_context(self, run_id: int) -> dict[str, Any]:
         dispatch = exports.dispatch(self.store, run_id)
         return {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id), "dispatch": dispatch,
                 "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
 
-    def _run_context(self, run_id: int, page: int, state: str) -> dict:
+    def _run_context(self, run_id: int, page: int, state: str) -> dict[str, Any]:
         data, harness, charts, others = self._drawn(run_id, state)
         return {"data": data, "run": data["run"], "charts": charts, "others": others, "objective": harness.objective,
                 "head": views.header(self.store, run_id), "live": views.live(self.store, run_id),
@@ -155,7 +156,7 @@ class Pages:
         return "".join(t.blocks[block](t.new_context({"href": href, "url": url, **context}))).strip()
 
     def _json(self, data: dict) -> Response:
-        return self.respond(JSONResponse(data).body.decode(), media_type="application/json")
+        return self.respond(bytes(JSONResponse(data).body).decode(), media_type="application/json")
 
     def candidate(self, request: Request) -> Response:
         run_id, seq = request.path_params["run_id"], request.path_params["seq"]
