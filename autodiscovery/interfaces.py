@@ -168,6 +168,9 @@ class AgentBase:
     section: ClassVar[str | None] = None
     """The name of that section (None: the agent's `name`)."""
 
+    def __init__(self, campaign: Campaign | None = None) -> None:
+        """An agent is made from its campaign (`registry.agent(kind)(campaign)`); the base keeps nothing."""
+
     @classmethod
     def check(cls, settings: BaseModel) -> None:
         """Raise ValueError('field: why') when these settings cannot work for this agent as the one that

@@ -117,8 +117,9 @@ class Lifecycle:
         if cand.decision is not None or not (cand.status == CandidateStatus.measured or cand.status in FAILED):
             return None
         ev = cand.measurement
+        assert ev is not None, f"candidate {cand.id} is {cand.status} with no measurement"  # written in one commit
         ok = ev.status == EvalStatus.ok
-        outcome = Outcome(ev.status, dict(ev.metrics), ev.log, ev.seconds, ev.device,
+        outcome = Outcome(EvalStatus(ev.status), dict(ev.metrics), ev.log, ev.seconds, ev.device,
                           self.harness.objective.read(ev.metrics) if ok else None)
         return Measured(cand, self.harness.build(cand.source) if ok else None, outcome)
 
@@ -131,11 +132,14 @@ class Lifecycle:
         objective, stop = self.harness.objective, self.campaign.stop
         inc = self.ledger.incumbent()
         judged = judge(outcome, score_of(inc, objective) if inc is not None else None, objective, stop)
-        if judged.ruling == Ruling.head_to_head:
+        if judged.ruling == Ruling.head_to_head:  # a score to compare: built, measured, and an incumbent to meet
+            assert m.build is not None and inc is not None
             judged = self._head_to_head(cand, m.build, inc)
         verdict, reason = Verdict(judged.ruling), judged.reason
-        if verdict == Verdict.keep and (blocked := self._sanitize(cand, m.build)):
-            verdict, reason = Verdict.revert, blocked
+        if verdict == Verdict.keep:
+            assert m.build is not None  # a keep was built and measured: never kept unsanitized for want of it
+            if blocked := self._sanitize(cand, m.build):
+                verdict, reason = Verdict.revert, blocked
         self.ledger.decide(cand.id, inc.id if inc is not None else None, verdict, reason,
                            measured=outcome.status == EvalStatus.ok)
         return Decided(cand, outcome, verdict, reason)

@@ -66,6 +66,14 @@ class Run(Base):
     def find(cls, session: Session, run_id: int) -> Run | None:
         return session.get(cls, run_id)
 
+    @classmethod
+    def known(cls, session: Session, run_id: int) -> Run:
+        """A run the caller knows is there (one it wrote, or a suite's child); a bug of ours otherwise."""
+        run = session.get(cls, run_id)
+        if run is None:
+            raise LookupError(f"run {run_id} is not in the database")
+        return run
+
 
 class Build(Base):
     __tablename__ = "builds"
