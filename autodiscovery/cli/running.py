@@ -8,7 +8,7 @@ import re
 import signal
 import statistics
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -85,9 +85,9 @@ def run(
     loaded = None
     if resume is None and from_ is None:  # validated before anything is opened, and only once
         loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
-    given, db = db, store(db, create=True)
+    given, st = db, store(db, create=True)
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
-    stop, started = Stop(), []
+    stop, started = Stop(), cast(list[int], [])
 
     def on_interrupt(signum, frame):  # the first Ctrl-C asks for a safe stop, the second stops at once
         if stop.requested:
@@ -96,26 +96,26 @@ def run(
         err.print("stopping after the current candidate (Ctrl-C again to stop at once)", soft_wrap=True)
 
     previous = signal.signal(signal.SIGINT, on_interrupt)
-    if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(db, resume)):
-        return _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous,
+    if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(st, resume)):
+        return _suite(loaded, resume, overrides, st, stop, started, quiet, dry_run, allow_new_toolchain, previous,
                       given)
     with _saved(started, "run", previous, given):
         if resume is None:
-            run_id = runner.start(campaign, overrides, db, view, dry_run=dry_run, stop=stop, started=started.append,
+            run_id = runner.start(campaign, overrides, st, view, dry_run=dry_run, stop=stop, started=started.append,
                                   from_=from_, campaign=loaded)
         else:
-            run_id = runner.resume(resume, overrides, db, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
+            run_id = runner.resume(resume, overrides, st, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
                                    started=started.append)
-    summary = report.run_row(db, run_id)
+    summary = report.run_row(st, run_id)
     if stop.requested:
         say(f"run {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
     if dry_run:
-        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_built(db, run_id, given)}")
+        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_built(st, run_id, given)}")
         if summary["status"] == RunStatus.failed:
             raise typer.Exit(1)
         return
-    table, _ = report.summary(db, run_id)
+    table, _ = report.summary(st, run_id)
     if table is not None:
         console.print(table)
     say(f"run {run_id}: {summary['status']} ({summary['stop_reason']}); best {summary['best_summary']}. "
@@ -161,7 +161,8 @@ def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_n
     """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
     with _saved(started, "suite", previous, given), console.status("suite") if quiet else contextlib.nullcontext() as status:
-        progress = (lambda msg: status.update(f"suite: tuning {msg}")) if quiet else (lambda msg: say(f"suite: {msg}"))
+        progress = (lambda msg: status.update(f"suite: tuning {msg}")) if status is not None else \
+            (lambda msg: say(f"suite: {msg}"))
         if resume is None:
             run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
         else:
@@ -261,13 +262,13 @@ def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
     """Measure the run's best lineage again on this machine, beside the recorded figures."""
     from autodiscovery.review.replay import replay as measure_again
 
-    db = store(db)
+    st = store(db)
     with console.status(f"replaying run {run_id}") as status:
-        data = measure_again(run_id, db, list(set_ or []),
+        data = measure_again(run_id, st, list(set_ or []),
                              progress=lambda msg: status.update(f"replay of run {run_id}: {msg}"))
     if as_json:
         return emit_json(data)
-    console.print(display.replay_table(data, report.harness_class(db, run_id)))
+    console.print(display.replay_table(data, report.harness_class(st, run_id)))
     if data["differences"]:
         console.print(display.fingerprints_table(data))
     flagged = [s for s in data["steps"] if s["flag"]]
