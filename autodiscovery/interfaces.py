@@ -338,6 +338,22 @@ class HarnessBase:
     def adopt(self, fingerprint: dict) -> None:
         pass
 
+    # The members every harness writes (`Harness`), declared here so that a HarnessBase is a Harness to read.
+    def preflight(self, need_gpu: bool = True) -> dict:
+        raise NotImplementedError(f"the {self.name} harness has no preflight")
+
+    def check(self, source: str) -> Any:
+        raise NotImplementedError(f"the {self.name} harness has no check")
+
+    def build(self, source: str) -> BuildReport:
+        raise NotImplementedError(f"the {self.name} harness has no build")
+
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        raise NotImplementedError(f"the {self.name} harness has no evaluate")
+
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
+        raise NotImplementedError(f"the {self.name} harness has no head_to_head")
+
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """None: this harness has no memory or race checker to run before a keep."""
         return None

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS, Campaign, apply_override, validate
 from autodiscovery.store import Run, Store
 from autodiscovery.store.models import database_of
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import HarnessBase
 
 
 class RefError(AutoDiscoveryError):
@@ -46,7 +50,7 @@ class Recorded:
     config: dict
     fingerprint: dict
     campaign: Campaign
-    harness: type
+    harness: type[HarnessBase]
 
 
 def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] = ()) -> Recorded:

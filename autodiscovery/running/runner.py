@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import (
@@ -53,7 +54,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
     at = parse(ref, what)
     recorded = open_run(store, at.run)
     with store.session() as s:
-        run = Run.find(s, at.run)
+        run = Run.known(s, at.run)  # open_run read it
         cand = Candidate.by_seq(s, run.id, at.seq) if at.seq is not None else run.best
         if cand is None:
             raise RefError(f"{what} {ref}: run {at.run} has "
@@ -166,7 +167,7 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
     harness.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
     with store.session() as s:
-        run = Run.find(s, run_id)
+        run = Run.known(s, run_id)  # open_run read it
         run.config = campaign.model_dump(mode="json")
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
@@ -211,6 +212,9 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
             at = parse(target, seq="required")
         except RefError:
             raise AutoDiscoveryError(f"'{target}' is neither RUN/SEQ (e.g. 3/7) nor a kernel file") from None
+        if store is None:
+            raise AutoDiscoveryError(f"{target}: a recorded candidate is read from a run database (--db)")
+        assert at.seq is not None  # required by the parse above
         recorded = open_run(store, at.run, overrides)
         with store.session() as s:
             c = Candidate.by_seq(s, at.run, at.seq)
@@ -223,7 +227,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
     outcome = harness.profile(source, _built(harness, source, target))
-    if candidate_id is not None:
+    if candidate_id is not None and store is not None:  # a recorded candidate: its profile is stored with it
         with store.session() as s:
             s.add(Evaluation(candidate_id=candidate_id, kind=EvalKind.profile, status=outcome.status,
                              metrics=outcome.metrics, log=outcome.log, device=outcome.device,
@@ -231,11 +235,12 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
     return target, outcome, harness
 
 
-def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, harness=None) -> dict:
+def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), seed: int = 0, harness=None) -> dict:
     """The messages the LLM agent would send to change a recorded candidate (`RUN/SEQ`, or `RUN` for its
     best), with inspirations drawn from the run's program database as a proposal draws them."""
     import random
 
+    from autodiscovery.agents.client import LlmSettings
     from autodiscovery.agents.llm import LlmAgent, messages
     from autodiscovery.agents.programs import Entry, Programs
     from autodiscovery.running.ledger import Ledger
@@ -244,7 +249,7 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     recorded = open_run(store, at.run, overrides)
     run_id = at.run
     with store.session() as s:
-        run = Run.find(s, run_id)
+        run = Run.known(s, run_id)  # open_run read it
         cand = Candidate.by_seq(s, run_id, at.seq) if at.seq is not None else run.best
         if cand is None:
             raise RefError(f"prompt {ref}: run {run_id} has "
@@ -254,7 +259,7 @@ def prompt(ref: str, store: Store, overrides: list[str] = (), seed: int = 0, har
     harness = harness or recorded.harness(campaign)
     harness.adopt(recorded.fingerprint)  # what the run found of the machine and the problem
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
-    llm = campaign.agent.of(LlmAgent)
+    llm = cast(LlmSettings, campaign.agent.of(LlmAgent))  # validated by LlmSettings at the load
     programs = Programs.of(history, near=llm.near_miss)
     target = next(r for r in history.records if r.seq == seq)
     entry = next((e for e in programs.entries if e.record.seq == seq), Entry(target, "chosen by hand"))
@@ -269,7 +274,8 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     parts = text.lower().split("x")
     if len(parts) not in (1, 3) or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise AutoDiscoveryError(f"shape '{text}' is neither N nor MxNxK with positive integers")
-    return (int(parts[0]),) * 3 if len(parts) == 1 else tuple(int(p) for p in parts)
+    m, n, k = (parts[0],) * 3 if len(parts) == 1 else parts
+    return int(m), int(n), int(k)
 
 
 def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: Store, per_family: int,
