@@ -22,7 +22,7 @@ from autodiscovery.store import (
     Store,
     Verdict,
 )
-from autodiscovery.store.models import utcnow
+from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.build import BuildReport
 
 FAILED = {CandidateStatus.compile_error, CandidateStatus.incorrect, CandidateStatus.timeout, CandidateStatus.crashed}
@@ -57,15 +57,15 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
     """What an agent sees of a candidate; `seq_of` maps this run's candidate ids to their seq."""
     evs = [e for e in cand.evaluations if e.kind != EvalKind.profile]
     ev = cand.measurement or (evs[-1] if evs else None)
-    ok = cand.measurement is not None and cand.measurement.status == EvalStatus.ok
-    measured = dict(cand.measurement.metrics) if ok else {}
+    measurement = cand.measurement
+    measured = dict(measurement.metrics) if measurement is not None and measurement.status == EvalStatus.ok else {}
 
     def profiles_of(c: Candidate) -> list:
         return [e for e in c.evaluations if e.kind == EvalKind.profile and e.status == EvalStatus.ok
                 and "profile" in e.metrics]
 
     profiles = profiles_of(cand)
-    origin = cand.parent if cand.parent_id is not None and cand.parent.run_id != cand.run_id else None
+    origin = cand.parent if cand.parent is not None and cand.parent.run_id != cand.run_id else None
     if not profiles and origin is not None and origin.source_hash == cand.source_hash:
         profiles = profiles_of(origin)  # the same kernel, profiled in the run this one continues
     d = cand.decision
@@ -74,7 +74,8 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
                   score=score_of(cand, objective), kept=cand.status == CandidateStatus.kept,
                   source_hash=cand.source_hash,
                   hypothesis=cand.hypothesis, log=ev.log if ev else "", source=cand.source, proposer=cand.proposer,
-                  build=build_facts(cand.build), metrics=measured, parent_seq=(seq_of or {}).get(cand.parent_id),
+                  build=build_facts(cand.build), metrics=measured,
+                  parent_seq=(seq_of or {}).get(cand.parent_id) if cand.parent_id is not None else None,
                   verdict=Verdict(d.verdict) if d else None, reason=reason,
                   profile=dict(profiles[-1].metrics["profile"]) if profiles else {})
 
@@ -127,7 +128,7 @@ class Ledger:
 
     def candidate(self, cand_id: int) -> Candidate:
         with self.store.session() as s:
-            c = s.get(Candidate, cand_id)
+            c = row(s, Candidate, cand_id)
             _ = c.evaluations, c.build, c.decision
             return c
 
@@ -144,7 +145,7 @@ class Ledger:
     def _read_history(self) -> History:
         cands = self.candidates()
         with self.store.session() as s:
-            best_id = Run.find(s, self.run_id).best_candidate_id
+            best_id = row(s, Run, self.run_id).best_candidate_id
         seq_of = {c.id: c.seq for c in cands}
         records = [record_of(c, self.objective, seq_of) for c in cands]
         incumbent = next((r for c, r in zip(cands, records) if c.id == best_id), None)
@@ -152,8 +153,8 @@ class Ledger:
 
     def incumbent(self) -> Candidate | None:
         with self.store.session() as s:
-            run = Run.find(s, self.run_id)
-            inc = s.get(Candidate, run.best_candidate_id) if run.best_candidate_id else None
+            run = row(s, Run, self.run_id)
+            inc = row(s, Candidate, run.best_candidate_id) if run.best_candidate_id else None
             if inc is not None:
                 _ = inc.evaluations
             return inc
@@ -164,12 +165,12 @@ class Ledger:
                 select(func.coalesce(func.sum(LlmCall.input_tokens), 0) + func.coalesce(func.sum(LlmCall.output_tokens), 0),
                        func.coalesce(func.sum(LlmCall.cost), 0.0)).where(LlmCall.run_id == self.run_id)
             ).one()
-        return int(tokens), float(cost)
+        return int(tokens or 0), float(cost or 0.0)
 
     # ---- writing ------------------------------------------------------------------------------
     def touch(self, s) -> None:
         """Keep the time spent and the lease's heartbeat current, in the same commit as the step."""
-        run = Run.find(s, self.run_id)
+        run = row(s, Run, self.run_id)
         run.elapsed_s, run.updated_at, run.heartbeat_at = self.elapsed(), utcnow(), utcnow()
 
     @writes
@@ -177,8 +178,8 @@ class Ledger:
         """Record proposals as candidates (refused ones with their reason), in one commit."""
         out = []
         with self.store.session() as s:
-            run = Run.find(s, self.run_id)
-            seq = s.scalar(select(func.count()).where(Candidate.run_id == self.run_id))
+            run = row(s, Run, self.run_id)
+            seq = s.scalar(select(func.count()).where(Candidate.run_id == self.run_id)) or 0
             by_seq = dict(s.execute(select(Candidate.seq, Candidate.id).where(Candidate.run_id == self.run_id)).all())
             for p in proposals:
                 parent = p.origin_id if p.origin_id is not None else \
@@ -191,7 +192,7 @@ class Ledger:
                 s.add(cand)
                 s.flush()
                 for call_id in p.llm_calls:
-                    s.get(LlmCall, call_id).candidate_id = cand.id
+                    row(s, LlmCall, call_id).candidate_id = cand.id
                 if p.rejected:
                     s.add(Evaluation(candidate_id=cand.id, kind=EvalKind.check, status=EvalStatus.rejected,
                                      log=p.rejected))
@@ -204,7 +205,7 @@ class Ledger:
     def reject(self, cand_id: int, reason: str) -> None:
         with self.store.session() as s:
             s.add(Evaluation(candidate_id=cand_id, kind=EvalKind.check, status=EvalStatus.rejected, log=reason))
-            s.get(Candidate, cand_id).status = CandidateStatus.rejected
+            row(s, Candidate, cand_id).status = CandidateStatus.rejected
             self.touch(s)
 
     def record_build(self, build: BuildReport) -> int | None:
@@ -233,7 +234,7 @@ class Ledger:
             ev.status, ev.metrics, ev.log = outcome.status, outcome.metrics, outcome.log
             ev.device, ev.seconds, ev.created_at = outcome.device, outcome.seconds, utcnow()
             if status is not None:
-                c = s.get(Candidate, cand_id)
+                c = row(s, Candidate, cand_id)
                 c.status, c.build_id = status, build_id if build_id is not None else c.build_id
 
     @writes
@@ -242,19 +243,19 @@ class Ledger:
             s.add(Decision(run_id=self.run_id, candidate_id=cand_id, incumbent_id=incumbent_id, verdict=verdict,
                            reason=reason))
             if measured:
-                s.get(Candidate, cand_id).status = CandidateStatus.kept if verdict == Verdict.keep \
+                row(s, Candidate, cand_id).status = CandidateStatus.kept if verdict == Verdict.keep \
                     else CandidateStatus.reverted
             if verdict == Verdict.keep:
-                Run.find(s, self.run_id).best_candidate_id = cand_id
+                row(s, Run, self.run_id).best_candidate_id = cand_id
             self.touch(s)
 
     @writes
     def built(self, cand_id: int, build_id: int | None) -> None:
         """Dry runs: the candidate compiled; it is recorded as built, never measured or decided."""
         with self.store.session() as s:
-            c = s.get(Candidate, cand_id)
+            c = row(s, Candidate, cand_id)
             c.build_id, c.status = build_id, CandidateStatus.built
-            run = Run.find(s, self.run_id)
+            run = row(s, Run, self.run_id)
             if run.best_candidate_id is None:
                 run.best_candidate_id = c.id  # the seed stays the base the agent edits
             self.touch(s)
@@ -270,6 +271,8 @@ class Ledger:
             # The row is locked while the lease is checked and taken (on PostgreSQL; SQLite's single
             # writer serializes this anyway): two processes resuming one run cannot both get it.
             run = s.get(Run, self.run_id, with_for_update=True)
+            if run is None:
+                raise LookupError(f"Run {self.run_id} is not in the database")  # opened by id from the database
             claim(s, run, owner)
             run.status, run.stop_reason = RunStatus.running, None
             self.mark_cut_off(s)
@@ -280,13 +283,13 @@ class Ledger:
     def crown(self, cand_id: int | None) -> None:
         """Make a candidate the run's best without a decision (the ladder's best of its families)."""
         with self.store.session() as s:
-            Run.find(s, self.run_id).best_candidate_id = cand_id
+            row(s, Run, self.run_id).best_candidate_id = cand_id
 
     @writes
     def close(self, status: RunStatus, reason: str, owner: str | None) -> None:
         with self.store.session() as s:
             self.mark_cut_off(s)
-            run = Run.find(s, self.run_id)
+            run = row(s, Run, self.run_id)
             run.status, run.stop_reason = status, reason
             run.elapsed_s, run.updated_at = self.elapsed(), utcnow()
             if run.owner == owner:

@@ -6,7 +6,7 @@ The schema itself is created by the named migrations in `migrations.py`; these m
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
@@ -35,6 +35,18 @@ def database_of(session: Session) -> str:
     if url.get_backend_name() == "sqlite":
         return (url.database or ":memory:").removeprefix("file:").split("?")[0]
     return url.render_as_string(hide_password=True)
+
+
+R = TypeVar("R", bound="Base")
+
+
+def row(session: Session, model: type[R], key: Any) -> R:
+    """A row the caller wrote, or was handed by id from one it wrote: a missing one is a bug of ours, said
+    as such (never an attribute error on None further on)."""
+    found = session.get(model, key)
+    if found is None:
+        raise LookupError(f"{model.__name__} {key} is not in the database")
+    return found
 
 
 class Run(Base):
@@ -69,10 +81,7 @@ class Run(Base):
     @classmethod
     def known(cls, session: Session, run_id: int) -> Run:
         """A run the caller knows is there (one it wrote, or a suite's child); a bug of ours otherwise."""
-        run = session.get(cls, run_id)
-        if run is None:
-            raise LookupError(f"run {run_id} is not in the database")
-        return run
+        return row(session, cls, run_id)
 
 
 class Build(Base):
