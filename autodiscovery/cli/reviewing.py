@@ -67,13 +67,13 @@ def show(
     --source, the whole record with --json)."""
     at = parse(ref)
     run_id, seq = at.run, at.seq
-    given, db = db, store(db, read_only=True)
-    harness = report.harness_class(db, run_id)
+    given, st = db, store(db, read_only=True)
+    harness = report.harness_class(st, run_id)
     if seq is None:
-        data = report.show_run(db, run_id)
-        table, extra = report.summary(db, run_id)
-        calls = report.llm_summary(db, run_id)
-        used = pooling.pool(db, run_id)
+        data = report.show_run(st, run_id)
+        table, extra = report.summary(st, run_id)
+        calls = report.llm_summary(st, run_id)
+        used = pooling.pool(st, run_id)
         if as_json:
             return emit_json(data | {"harness": extra, "llm_summary": calls, "pool": used})
         if config:
@@ -93,7 +93,7 @@ def show(
         say(f"one candidate whole: `{hint(f'show {run_id}/SEQ', given)}`; the config and fingerprint: "
             f"`{hint(f'show {run_id} --config', given)}`")
         return
-    data = report.show_candidate(db, run_id, seq)
+    data = report.show_candidate(st, run_id, seq)
     if as_json:
         return emit_json(data)
     if source:
@@ -118,14 +118,14 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
     db: DbOption = None,
 ) -> None:
     """The kept chain from the seed to the best: step, hypothesis, the objective and the harness's figures."""
-    given, db = db, store(db, read_only=True)
+    given, st = db, store(db, read_only=True)
     if tree:
-        rows = report.tree(db, run_id)
+        rows = report.tree(st, run_id)
         return emit_json(rows) if as_json else console.print(display.tree(run_id, rows))
-    rows = report.lineage(db, run_id)
+    rows = report.lineage(st, run_id)
     if as_json:
         return emit_json(rows)
-    _lineage(display.lineage_table(run_id, rows, report.harness_class(db, run_id), hint(f"show {run_id}/SEQ", given)))
+    _lineage(display.lineage_table(run_id, rows, report.harness_class(st, run_id), hint(f"show {run_id}/SEQ", given)))
 
 
 def _lineage(parts) -> None:
@@ -145,7 +145,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
                                                                          "this folder.")] = None,
                db: DbOption = None) -> None:
     """A run's summary: the lineage, and what its harness adds (for co-design runs, the phase table)."""
-    given, db = db, store(db, read_only=True)
+    given, st = db, store(db, read_only=True)
     if out is not None or png is not None:
         from autodiscovery.review import html as html_report
 
@@ -154,7 +154,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
         if png is not None:
             destination(png, folder=True)
         try:
-            page, pngs = html_report.render(db, run_id, png)
+            page, pngs = html_report.render(st, run_id, png)
         except OSError as exc:
             raise AutoDiscoveryError(f"cannot write {exc.filename or png}: {exc.strerror}") from None
         if out is not None:
@@ -165,16 +165,16 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
         return
     from autodiscovery.running.suite import is_suite
 
-    if is_suite(db, run_id):  # a suite's report is its dispatch table (each problem's run has its own)
-        data = exports.dispatch(db, run_id)
+    if is_suite(st, run_id):  # a suite's report is its dispatch table (each problem's run has its own)
+        data = exports.dispatch(st, run_id)
         if as_json:
             return emit_json({k: v for k, v in data.items() if k != "harness"})
         console.print(display.dispatch_table(data))
         return
-    table, data = report.summary(db, run_id)
+    table, summary = report.summary(st, run_id)
     if as_json:
-        return emit_json({"lineage": report.lineage(db, run_id), "harness": data})
-    _lineage(display.lineage_table(run_id, report.lineage(db, run_id), report.harness_class(db, run_id),
+        return emit_json({"lineage": report.lineage(st, run_id), "harness": summary})
+    _lineage(display.lineage_table(run_id, report.lineage(st, run_id), report.harness_class(st, run_id),
                                    hint(f"show {run_id}/SEQ", given)))
     if table is not None:
         console.print(table)
@@ -187,11 +187,11 @@ def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).
          as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
          db: DbOption = None) -> None:
     """The source diff of two candidates, with both candidates' metrics and knobs."""
-    db = store(db, read_only=True)
-    data = report.diff(db, a, b)
+    st = store(db, read_only=True)
+    data = report.diff(st, a, b)
     if as_json:
         return emit_json(data)
-    console.print(display.diff_table(data, report.harness_class(db, data["a"]["run"])))
+    console.print(display.diff_table(data, report.harness_class(st, data["a"]["run"])))
     if data["diff"]:
         console.print(Syntax(data["diff"], "diff", word_wrap=False))
     else:
@@ -224,6 +224,7 @@ def export(run_ids: Annotated[list[int], typer.Argument(
             raise AutoDiscoveryError(f"cannot write {exc.filename or library}: {exc.strerror}") from None
         say(f"wrote {library}/: {table['summary']}")
         return
+    assert out is not None  # one of --out and --library, checked above
     source, meta = exports.export(store(db, read_only=True), run_id)
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
