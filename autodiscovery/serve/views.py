@@ -73,16 +73,16 @@ def runs_page(store: Store, campaign: str | None, status: str | None, page: int)
             query = query.where(or_(Run.campaign == campaign, Run.campaign.startswith(f"{campaign}/", autoescape=True)))
         if status:
             query = query.where(Run.status == status)
-        total = s.scalar(select(func.count()).select_from(query.subquery()))
+        total = s.scalar(select(func.count()).select_from(query.subquery())) or 0
         pager = Pager.of(page, RUNS_PER_PAGE, total)
         runs = list(s.scalars(query.order_by(Run.id.desc()).offset(pager.offset).limit(pager.size)
                               .options(selectinload(Run.best).selectinload(Candidate.evaluations),
                                        selectinload(Run.best).selectinload(Candidate.build))))
         counts: dict[int, dict[str, int]] = {}
-        for run_id, cstatus, n in s.execute(select(Candidate.run_id, Candidate.status, func.count())
-                                            .where(Candidate.run_id.in_([r.id for r in runs]))
-                                            .group_by(Candidate.run_id, Candidate.status)):
-            counts.setdefault(run_id, {})[cstatus] = n
+        for run_id, cstatus, many in s.execute(select(Candidate.run_id, Candidate.status, func.count())
+                                               .where(Candidate.run_id.in_([r.id for r in runs]))
+                                               .group_by(Candidate.run_id, Candidate.status)):
+            counts.setdefault(run_id, {})[cstatus] = many
         campaigns = list(s.scalars(select(Run.campaign).where(Run.parent_id.is_(None)).distinct()
                                    .order_by(Run.campaign)))
         rows = []
@@ -149,7 +149,7 @@ def stop_rules(store: Store, run_id: int) -> dict:
         elapsed = run.elapsed_s
     tokens, cost = tokens or 0, cost or 0.0
     used = sum(st != CandidateStatus.proposed for st in statuses)
-    rules = [{"rule": "candidates", "text": f"{used} of {budget.candidates} candidates",
+    rules: list[dict[str, Any]] = [{"rule": "candidates", "text": f"{used} of {budget.candidates} candidates",
               "share": used / budget.candidates},
              {"rule": "minutes", "text": f"{elapsed / 60:.1f} of {budget.minutes:g} minutes",
               "share": elapsed / (budget.minutes * 60)}]
@@ -213,7 +213,7 @@ def candidates_page(store: Store, run_id: int, page: int) -> dict:
     """One page of a run's candidates, in order, with their objective and decision."""
     harness = report.harness_class(store, run_id)
     with store.session() as s:
-        total = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.run_id == run_id))
+        total = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.run_id == run_id)) or 0
         pager = Pager.of(page, CANDIDATES_PER_PAGE, total)
         cands = s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)
                           .offset(pager.offset).limit(pager.size)
@@ -247,7 +247,8 @@ def candidate(store: Store, run_id: int, seq: int) -> dict:
     data = report.show_candidate(store, run_id, seq)
     with store.session() as s:
         c = Candidate.by_seq(s, run_id, seq)
-        related = {}
+        assert c is not None  # show_candidate found it, or said it is not there
+        related: dict[str, Any] = {}
         for role, other_id in (("parent", c.parent_id), ("incumbent", c.incumbent_id)):
             other = s.get(Candidate, other_id) if other_id is not None else None
             if role == "incumbent" and other_id == c.parent_id and other is not None:
@@ -256,7 +257,7 @@ def candidate(store: Store, run_id: int, seq: int) -> dict:
                 name = f"#{other.seq}" if other.run_id == run_id else f"{other.run_id}/{other.seq}"
                 related[role] = {"run": other.run_id, "seq": other.seq, "name": name, "family": other.family,
                                  "diff": _diff(other.source, c.source, name, f"#{seq}")}
-        against = {e.id: None for e in c.evaluations}
+        against: dict[int, dict[str, int] | None] = {e.id: None for e in c.evaluations}
         for e in c.evaluations:
             if e.against_id is not None and (other := s.get(Candidate, e.against_id)) is not None:
                 against[e.id] = {"run": other.run_id, "seq": other.seq}
@@ -284,7 +285,7 @@ def knobs(values: dict, prefix: str = "") -> list[tuple[str, Any]]:
 def tree_page(store: Store, run_id: int, page: int) -> dict:
     """The kept chain, and one page of the tree (every candidate under the one it was made from)."""
     with store.session() as s:
-        total = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.run_id == run_id))
+        total = s.scalar(select(func.count()).select_from(Candidate).where(Candidate.run_id == run_id)) or 0
     pager = Pager.of(page, TREE_PER_PAGE, total)
     return {"lineage": report.lineage(store, run_id), "pager": pager,
             "rows": report.tree(store, run_id, pager.offset, pager.offset + pager.size)}
