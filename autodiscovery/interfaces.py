@@ -198,7 +198,7 @@ class AgentBase:
 @runtime_checkable
 class Harness(Protocol):
     name: str
-    objective: Objective
+    objective: ClassVar[Objective]
     parallel: int
     """Evaluations at once (simulations); 1 measures one at a time (a GPU)."""
     build_workers: int

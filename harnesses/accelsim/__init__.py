@@ -16,6 +16,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
@@ -105,8 +106,8 @@ class AccelsimHarness(HarnessBase):
     charts = staticmethod(report.charts)
 
     def __init__(self, campaign: Campaign) -> None:
-        self.s = campaign.harness
-        self.problem = campaign.problem
+        self.s = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        self.problem = cast(Problem, campaign.problem)
         self.parallel = self.s.parallel or os.cpu_count() or 1
         self.cache = BuildCache(self._path(self.s.cache_dir), "program")
         self.work = self._path(self.s.work_dir)
@@ -306,7 +307,7 @@ class AccelsimHarness(HarnessBase):
         """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
         mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart); in PTX mode, once those are found,
         whether the simulator runs a small WMMA GEMM right (`wmma_check`)."""
-        settings = campaign.harness
+        settings = cast(Settings, campaign.harness)  # doctor is asked of this harness's campaigns
         mode = {"accel-sim.out (trace mode)"} if settings.traces else {"GPGPU-Sim", "GPGPU-Sim libcudart"}
         needed = mode | {"CUDA 11 nvcc", "base gpgpusim.config"}
         survey = tools.survey(settings)

@@ -16,7 +16,7 @@ import functools
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 import yaml
@@ -31,6 +31,7 @@ from harnesses.accelsim import tools
 from harnesses.accelsim.arch import Architecture, block
 from harnesses.accelsim.model_picks import ModelPicks
 from harnesses.accelsim.settings import CodesignSettings, Settings
+from harnesses.hopper_gemm.settings import Problem
 
 NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -52,7 +53,8 @@ def combinations(singles: list[tuple[str, Any, float]], reference: float, top: i
     pairs = sorted(([a, b] for i, a in enumerate(chosen) for b in chosen[i + 1:]),
                    key=lambda pair: sum(c for _, (_, c) in pair))
     changes = lambda picked: [(k, v) for k, (v, _) in picked]  # noqa: E731
-    out, left_out = [], []
+    out: list[list[tuple[str, Any]]] = []
+    left_out: list[list[tuple[str, Any]]] = []
     for pair in pairs:
         (out if fits(changes(pair)) else left_out).append(changes(pair))
     together: list = []
@@ -73,17 +75,17 @@ class CodesignAgent(ModelPicks, AgentBase):
     exhausted_reason = "all phases done (A baseline, B kernel, C model check, D architecture, E cross)"
 
     def __init__(self, campaign: Campaign) -> None:
-        s = campaign.agent.of(CodesignAgent)
+        s = cast(CodesignSettings, campaign.agent.of(CodesignAgent))  # validated by it at the load
         data = yaml.safe_load((SEARCH_SPACES / s.space / "space.yaml").read_text())
         self.kernel = Family.model_validate(data["kernel"])
         self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture", "template": "-",
                                            "default": Architecture().model_dump(), **data["arch"]})
         self.templates = SEEDS / s.space
         self.phases, self.seed = s.phases, s.seed
-        p = campaign.problem
+        p = cast(Problem, campaign.problem)  # the GEMM's M, N and K, as every co-design problem has them
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
-        self.batch = campaign.harness.parallel or os.cpu_count() or 1
         h = campaign.harness if isinstance(campaign.harness, Settings) else Settings()  # another harness: defaults
+        self.batch = h.parallel or os.cpu_count() or 1
         self.costs = h.arch
         self.model_trust, self.shortlist, self.n_pairs = s.model_trust, s.shortlist, s.pairs
         self.nvcc = tools.find_nvcc11(h).path or shutil.which("nvcc")
@@ -94,6 +96,7 @@ class CodesignAgent(ModelPicks, AgentBase):
 
     # ---- artifacts --------------------------------------------------------------------------------
     def render(self, kernel: dict, arch: dict) -> str:
+        assert self.kernel.template is not None  # the co-design's kernel family is a template (space.yaml)
         return self.env.get_template(self.kernel.template).render(**kernel) + "\n" + block(Architecture(**arch))
 
     def same_work(self, kernel: dict) -> dict:
@@ -247,7 +250,8 @@ class CodesignAgent(ModelPicks, AgentBase):
 
     def _best(self, recs: list[Record], part: str, k: int = 1) -> Any:
         sign = -1 if self.objective.higher_is_better else 1  # best first
-        scored = sorted((r for r in recs if r.score is not None), key=lambda r: sign * r.score)
+        scored = [r for _, r in sorted(((sign * r.score, r) for r in recs if r.score is not None),
+                                       key=lambda sr: sr[0])]
         picks, seen = [], set()
         for r in scored:
             key = canon(self.same_work(r.knobs[part]) if part == "kernel" else r.knobs[part])
