@@ -23,7 +23,7 @@ from autodiscovery.running.ledger import score_of
 from autodiscovery.running.loop import Display, Loop, Quiet, Stop
 from autodiscovery.running.recorded import Recorded, RefError, open_run, parse
 from autodiscovery.store import Candidate, EvalKind, Evaluation, Run, Store
-from autodiscovery.store.models import utcnow
+from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.text import first_line
 
 __all__ = ["Quiet", "Stop", "measure", "profile", "prompt", "ladder", "resume", "start"]
@@ -54,7 +54,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
     at = parse(ref, what)
     recorded = open_run(store, at.run)
     with store.session() as s:
-        run = Run.known(s, at.run)  # open_run read it
+        run = row(s, Run, at.run)  # open_run read it
         cand = Candidate.by_seq(s, run.id, at.seq) if at.seq is not None else run.best
         if cand is None:
             raise RefError(f"{what} {ref}: run {at.run} has "
@@ -167,7 +167,7 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
     harness.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
     with store.session() as s:
-        run = Run.known(s, run_id)  # open_run read it
+        run = row(s, Run, run_id)  # open_run read it
         run.config = campaign.model_dump(mode="json")
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
@@ -249,7 +249,7 @@ def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), 
     recorded = open_run(store, at.run, overrides)
     run_id = at.run
     with store.session() as s:
-        run = Run.known(s, run_id)  # open_run read it
+        run = row(s, Run, run_id)  # open_run read it
         cand = Candidate.by_seq(s, run_id, at.seq) if at.seq is not None else run.best
         if cand is None:
             raise RefError(f"prompt {ref}: run {run_id} has "

@@ -16,7 +16,7 @@ import math
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
 from autodiscovery.store import Run, RunStatus, Store
-from autodiscovery.store.models import utcnow
+from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.text import first_line, plural
 
 
@@ -33,7 +33,7 @@ def runs_of(s, parent: Run) -> dict[str, Run]:
 def children(store: Store, parent_id: int) -> dict[str, int]:
     """The run ids of a suite by their problem's label."""
     with store.session() as s:
-        return {label: r.id for label, r in runs_of(s, Run.known(s, parent_id)).items()}
+        return {label: r.id for label, r in runs_of(s, row(s, Run, parent_id)).items()}
 
 
 def start(campaign: Campaign, overrides: list[str], store: Store, display, stop, started=None,
@@ -54,7 +54,7 @@ def start(campaign: Campaign, overrides: list[str], store: Store, display, stop,
 def resume(parent_id: int, overrides: list[str], store: Store, display, stop, started=None,
            allow_new_toolchain: bool = False, progress=lambda _: None, make_harness=None) -> int:
     with store.session() as s:
-        run = Run.known(s, parent_id)
+        run = row(s, Run, parent_id)
         dry_run = bool(run.fingerprint.get("dry_run"))
     if started:
         started(parent_id)
@@ -78,7 +78,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
     make_harness = make_harness or (lambda c: registry.harness(c.harness.name)(c))
 
     with store.session() as s:
-        run = Run.known(s, parent_id)
+        run = row(s, Run, parent_id)
         campaign = validate(run.config, f"campaign of run {parent_id}")
         run.status, run.stop_reason = RunStatus.running, None
     entries = order(campaign, campaign.suite or [])
@@ -92,12 +92,12 @@ def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry
             child_id = have.get(entry.label)
             if child_id is not None:
                 with store.session() as s:
-                    status = Run.known(s, child_id).status
+                    status = row(s, Run, child_id).status
                 if status in (RunStatus.finished, RunStatus.failed):
                     done += 1
                     continue
                 with store.session() as s:
-                    child = validate(Run.known(s, child_id).config, f"campaign of run {child_id}")
+                    child = validate(row(s, Run, child_id).config, f"campaign of run {child_id}")
                 runner.resume(child_id, _own(overrides), store, display, harness=make_harness(child), stop=stop,
                               allow_new_toolchain=allow_new_toolchain)
             else:
@@ -171,14 +171,14 @@ def _adopt_device(store: Store, parent_id: int) -> None:
     with store.session() as s:
         first = s.query(Run).filter(Run.parent_id == parent_id).order_by(Run.id).first()
         if first is not None and first.fingerprint:
-            run = Run.known(s, parent_id)
+            run = row(s, Run, parent_id)
             run.fingerprint = {k: v for k, v in first.fingerprint.items()
                                if k not in ("baseline", "best_lt", "problem")}
 
 
 def _close(store: Store, parent_id: int, status: RunStatus, reason: str) -> None:
     with store.session() as s:
-        run = Run.known(s, parent_id)
+        run = row(s, Run, parent_id)
         kids = s.query(Run).filter(Run.parent_id == parent_id).all()
         run.status, run.stop_reason = status, reason
         run.elapsed_s, run.updated_at = sum(k.elapsed_s for k in kids), utcnow()

@@ -78,11 +78,6 @@ class Run(Base):
     def find(cls, session: Session, run_id: int) -> Run | None:
         return session.get(cls, run_id)
 
-    @classmethod
-    def known(cls, session: Session, run_id: int) -> Run:
-        """A run the caller knows is there (one it wrote, or a suite's child); a bug of ours otherwise."""
-        return row(session, cls, run_id)
-
 
 class Build(Base):
     __tablename__ = "builds"
