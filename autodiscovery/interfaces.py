@@ -113,8 +113,10 @@ class AgentBase:
 class Harness(Protocol):
     name: str
     objective: ClassVar[Objective]
-    parallel: int
-    """Evaluations at once (simulations); 1 measures one at a time (a GPU)."""
+    @property
+    def parallel(self) -> int:
+        """Evaluations at once (simulations, or one per GPU of a pool); 1 measures one at a time (a GPU)."""
+
     build_workers: int
     """Builds at once (0: one per CPU core)."""
     needs_gpu: bool
@@ -141,8 +143,9 @@ class Harness(Protocol):
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Both measured against each other: metrics['ratio'] above 1 means the challenger is better."""
 
-    sanitizes: bool
-    """Whether `sanitize` checks anything (a keep then holds a device for it)."""
+    @property
+    def sanitizes(self) -> bool:
+        """Whether `sanitize` checks anything (a keep then holds a device for it)."""
 
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,
@@ -169,7 +172,7 @@ class Briefing(Protocol):
 class Fitting(Protocol):
     """What the search agent's ordering of moves asks of a harness (`agents/shape_order.py`)."""
 
-    def fit(self, source: str, knobs: dict) -> Fit | None: ...
+    def fit(self, source: str, knobs: dict | None = None) -> Fit | None: ...
 
 
 class Showing(Protocol):
@@ -203,11 +206,8 @@ class HarnessBase:
     name = "harness"
     objective: ClassVar[Objective]
     """What its number means (every harness declares one)."""
-    parallel = 1
     needs_gpu = False
     """Whether an evaluation needs a GPU of its own (a Ray task then asks for one)."""
-    sanitizes = False
-    """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
     profiles: ClassVar[bool] = False
     """Whether `profile` runs a profiler (`autodiscovery profile`); `HarnessBase`'s has none."""
     build_workers = 0
@@ -231,6 +231,16 @@ class HarnessBase:
 
     def __init__(self, campaign: Campaign | None = None) -> None:
         """A harness is made from its campaign (`registry.harness(name)(campaign)`); the base keeps nothing."""
+
+    @property
+    def parallel(self) -> int:
+        """Evaluations at once: one by default (a harness may say more, as a property or a class attribute)."""
+        return 1
+
+    @property
+    def sanitizes(self) -> bool:
+        """Whether `sanitize` checks anything: a harness with a checker says so from its settings."""
+        return False
 
     def check_notes(self) -> list[tuple[str, bool]]:
         """What the last `check` compared the candidate with beside its plan, as lines for `autodiscovery
@@ -352,7 +362,7 @@ class HarnessBase:
         """A stored profile as an LLM agent reads it ('' when there is none)."""
         return ""
 
-    def fit(self, source: str, knobs: dict) -> Fit | None:
+    def fit(self, source: str, knobs: dict | None = None) -> Fit | None:
         """How a configuration of a search space fits the campaign's problem, before anything is built (a
         `Fit`): the search agent starts a family where the fit is best. None: the harness has no model."""
         return None
@@ -369,15 +379,20 @@ class Manifest(Protocol):
 class Fit(Protocol):
     """A harness's model of how one configuration fits the campaign's problem (`HarnessBase.fit`)."""
 
-    estimate: float
-    """A modelled cost, lower is better, comparable between configurations at one problem."""
-    tie_break: Any
-    """How to order configurations whose estimates are equal, by what the model leaves out (lower first;
-    0 where it has nothing to add)."""
-    l2_gb: float
-    """The bytes of operands the configuration moves that the estimate does not count (for a GEMM, what its
-    tiles read from L2, in GB; 0 where the model has none): of moves the estimate cannot tell apart, those
-    that move markedly fewer go first."""
+    @property
+    def estimate(self) -> float:
+        """A modelled cost, lower is better, comparable between configurations at one problem."""
+
+    @property
+    def tie_break(self) -> Any:
+        """How to order configurations whose estimates are equal, by what the model leaves out (lower first;
+        0 where it has nothing to add)."""
+
+    @property
+    def l2_gb(self) -> float:
+        """The bytes of operands the configuration moves that the estimate does not count (for a GEMM, what
+        its tiles read from L2, in GB; 0 where the model has none): of moves the estimate cannot tell apart,
+        those that move markedly fewer go first."""
 
     def describe(self) -> str:
         """The fit in words: its tiles, the waves they run in, the work of the busiest unit."""

@@ -133,6 +133,8 @@ class ReplayHarness(HarnessBase):
     built: list[str] = field(default_factory=list)
     delay_s: float = 0.0
     """Each evaluation takes this long (to be killed in the middle of one)."""
+    parallel: int = 1
+    """Evaluations at once (a test sets it to stand for several GPUs)."""
     hooks: dict = field(default_factory=dict)
     """step name (build, evaluate, head_to_head) -> called with the step's count before the step runs."""
     fingerprint: dict = field(default_factory=lambda: {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "replay"})

@@ -108,7 +108,6 @@ class AccelsimHarness(HarnessBase):
     def __init__(self, campaign: Campaign) -> None:
         self.s = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
         self.problem = cast(Problem, campaign.problem)
-        self.parallel = self.s.parallel or os.cpu_count() or 1
         self.cache = BuildCache(self._path(self.s.cache_dir), "program")
         self.work = self._path(self.s.work_dir)
         self._results: dict[str, Outcome] = {}
@@ -122,6 +121,11 @@ class AccelsimHarness(HarnessBase):
         return Path(p) if Path(p).is_absolute() else ROOT / p
 
     # ---- before anything runs ---------------------------------------------------------------
+    @property
+    def parallel(self) -> int:
+        """Simulations at once: the campaign's `parallel`, or one per CPU core."""
+        return self.s.parallel or os.cpu_count() or 1
+
     def preflight(self, need_gpu: bool = True) -> dict:
         found = {f.what: f for f in tools.survey(self.s)}
         sim = (["accel-sim.out (trace mode)", "base gpgpusim.config"] if self.s.traces
@@ -167,11 +171,15 @@ class AccelsimHarness(HarnessBase):
                                   headers=sandbox.HOST_HEADERS)
 
     # ---- simulations ------------------------------------------------------------------------------
-    def command(self, build: BuildReport, run_dir: Path) -> list[str]:
+    def command(self, program: str, run_dir: Path) -> list[str]:
+        """The simulation's command line: the built program under GPGPU-Sim's libcudart, or Accel-Sim on
+        the campaign's traces."""
         if self.s.traces:
+            if self.base_config is None or self.accelsim is None:
+                raise SimulatorMissing("trace mode needs accel-sim.out and harness.base_config (preflight says which)")
             trace_cfg = Path(self.base_config).with_name("trace.config")
             return [self.accelsim, "-trace", self.s.traces, "-config", "gpgpusim.config", "-config", str(trace_cfg)]
-        return [build.artifact, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
+        return [program, str(self.problem.M), str(self.problem.N), str(self.problem.K)]
 
     def configure(self, arch: Architecture) -> tuple[str, dict[str, str]]:
         """The gpgpusim.config of a candidate's architecture and its option values: rendered whole from
@@ -190,13 +198,15 @@ class AccelsimHarness(HarnessBase):
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
+        if not self.s.traces and not build.artifact:
+            return Outcome(EvalStatus.compile_error, log=build.log)
         arch = self.check(source)
         digest = hashlib.sha256(source.encode()).hexdigest()
         config, values = self.configure(arch)
         key = self.sim_key(source, config)
         cached = self.cache.root / "sims" / key[:2] / key
         if (cached / "sim.log").exists() and (cached / "check.txt").exists():  # this exact simulation ran before
-            check = cached.joinpath("check.txt").read_text().strip()
+            check: str | None = cached.joinpath("check.txt").read_text().strip()
             outcome = self._outcome(0, (cached / "sim.log").read_text(errors="replace"), arch, values, 0.0,
                                     check or None)
             outcome.metrics |= {"cached": True, "run_dir": str(cached)}
@@ -218,7 +228,7 @@ class AccelsimHarness(HarnessBase):
         if self.libcudart:
             env["LD_LIBRARY_PATH"] = f"{Path(self.libcudart).parent}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
         start = time.perf_counter()
-        rc, log = self._run(self.command(build, run_dir), run_dir, env)
+        rc, log = self._run(self.command(build.artifact or "", run_dir), run_dir, env)
         seconds = round(time.perf_counter() - start, 3)
         (run_dir / "sim.log").write_text(log)
         check = None

@@ -7,6 +7,7 @@ process (`worker.py`) under a hard timeout, so a hang or a crash costs the child
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
@@ -120,7 +121,7 @@ class HopperGemmHarness(HarnessBase):
         """The cubin of the harness's own kernels (input draws, checks), built like a candidate, once."""
         if self._helpers is None:
             report = self.builder.build(HELPERS.read_text())
-            if not report.ok:
+            if not report.ok or not report.artifact:
                 why = first_line(report.log) or "unknown error"
                 raise HarnessError(f"the harness's own kernels do not build: {why}")
             self._helpers = report.artifact
@@ -180,7 +181,8 @@ class HopperGemmHarness(HarnessBase):
             fp = cls(campaign).preflight()
             return f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
 
-        return toolkit_nvcc.doctor(campaign.harness.nvcc, "Hopper GPU (sm_90a)", probe, campaign.harness.sanitize)
+        settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        return toolkit_nvcc.doctor(settings.nvcc, "Hopper GPU (sm_90a)", probe, settings.sanitize)
 
     # ---- static checks and builds -----------------------------------------------------------
     space = "hopper_gemm"
@@ -254,31 +256,30 @@ class HopperGemmHarness(HarnessBase):
     def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
         """Several kernels measured again in one evaluation process: each gated, then all timed in one
         interleaved rotation with the baseline (a lineage replayed step by step)."""
-        outcomes: list[Outcome | None] = []
-        runnable = {}
+        refused: dict[int, Outcome] = {}
+        runnable: dict[str, tuple[str, BuildReport]] = {}
         for i, (source, build) in enumerate(items):
             if not build.ok or not build.artifact:
-                outcomes.append(Outcome(EvalStatus.compile_error, log=build.log))
+                refused[i] = Outcome(EvalStatus.compile_error, log=build.log)
                 continue
             try:
                 self.check(source)
             except (ManifestError, sandbox.RefusedSource) as exc:
-                outcomes.append(Outcome(EvalStatus.rejected, log=str(exc)))
+                refused[i] = Outcome(EvalStatus.rejected, log=str(exc))
                 continue
-            outcomes.append(None)
             runnable[f"step{i}"] = (source, build)
         if not runnable:
-            return outcomes
+            return [refused[i] for i in range(len(items))]
         out = self._measure("replay", runnable)
         steps = out.metrics.get("steps", {}) if out.status == EvalStatus.ok else {}
-        for i in range(len(items)):
-            if outcomes[i] is not None:
-                continue
+
+        def measured(i: int) -> Outcome:
             r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
             metrics = r.get("metrics", {})
             score = self.objective.read(metrics) if r["status"] == EvalStatus.ok else None
-            outcomes[i] = Outcome(r["status"], metrics, r.get("log", ""), out.seconds, out.device, score)
-        return outcomes
+            return Outcome(r["status"], metrics, r.get("log", ""), out.seconds, out.device, score)
+
+        return [refused[i] if i in refused else measured(i) for i in range(len(items))]
 
     def profile(self, source: str, build: BuildReport) -> Outcome:
         """Nsight Compute on the candidate and on the baseline, same shape, same inputs: what each
@@ -298,7 +299,7 @@ class HopperGemmHarness(HarnessBase):
             return Outcome(EvalStatus.crashed, out.metrics, f"profile: {exc}", out.seconds, out.device)
         return out
 
-    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], prefix: list[str] = (),
+    def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], prefix: Sequence[str] = (),
                  **extra) -> Outcome:
         specs = {}
         for name, (source, build) in kernels.items():
@@ -312,7 +313,7 @@ class HopperGemmHarness(HarnessBase):
                "settings": self.settings.model_dump(mode="json"), "lt_algo": (self.best_lt or {}).get("algo_index"), **extra}
         return self.pool.measure(lambda gpu: self._child(job, self.settings.timeout_s, prefix, gpu), self.healthy)
 
-    def _child(self, job: dict, timeout_s: float, prefix: list[str] = (), gpu: int | None = None) -> Outcome:
+    def _child(self, job: dict, timeout_s: float, prefix: Sequence[str] = (), gpu: int | None = None) -> Outcome:
         """One evaluation child (`toolkit/child.py`), pinned to `gpu` (an index among the GPUs this process
         sees) if given; its metrics say how long it took and, in a pool, on which GPU, whatever it did."""
         out = child.run(WORKER, job, timeout_s, child.environment(gpu), prefix)

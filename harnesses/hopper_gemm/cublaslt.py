@@ -66,7 +66,9 @@ class CublasLt:
         self.workspace_bytes = workspace_bytes
         self.workspace = cp.empty(max(workspace_bytes, 1), dtype=cp.uint8)
         self.alpha, self.beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
-        self.matmul = self.a_layout = self.b_layout = self.c_layout = self.pref = None
+        vp = ctypes.c_void_p
+        self.matmul, self.a_layout, self.b_layout, self.c_layout, self.pref = vp(), vp(), vp(), vp(), vp()
+        """The descriptors of the shape set up last (NULL pointers before one is)."""
         self.shape: tuple[int, int, int] | None = None
         self.algo: MatmulAlgo | None = None
         self.choice: dict | None = None
@@ -176,13 +178,14 @@ class CublasLt:
             candidates, results, ctypes.byref(returned)), "cublasLtMatmulAlgoGetHeuristic")
         return list(results)[: returned.value]
 
-    def use(self, A: cp.ndarray, B: cp.ndarray, C: cp.ndarray, index: int, candidates: int = 8) -> None:
+    def use(self, A: cp.ndarray, B: cp.ndarray, C: cp.ndarray, index: int, candidates: int = 8) -> dict:
         """Take the heuristic's `index`-th algorithm for this shape (a choice made earlier by `choose`)."""
         results = self._heuristics(A, B, C, candidates)
         if not 0 <= index < len(results):
             raise CudaError(f"cuBLASLt offers {len(results)} algorithms for this shape, not #{index}")
         self.algo = MatmulAlgo.from_buffer_copy(results[index].algo)
-        self.choice = {"algo_index": index, "heuristics": len(results), "workspace_bytes": self.workspace_bytes}
+        self.choice = choice = {"algo_index": index, "heuristics": len(results), "workspace_bytes": self.workspace_bytes}
+        return choice
 
     def choose(self, A: cp.ndarray, B: cp.ndarray, C: cp.ndarray, candidates: int = 8, reps: int = 20) -> dict:
         """Ask the heuristic for up to `candidates` algorithms, time each on these buffers, keep the fastest."""
@@ -201,7 +204,7 @@ class CublasLt:
             self.algo = self.choice = None
             raise CudaError(f"cuBLASLt: none of the {n} heuristic algorithms launched for M={M} N={N} K={K} "
                             f"with {self.workspace_bytes} bytes of workspace")
-        best = min(ms, key=ms.get)
+        best = min(ms, key=ms.__getitem__)
         self.algo = MatmulAlgo.from_buffer_copy(results[best].algo)
         self.choice = {
             "algo_index": best, "heuristics": n, "workspace_bytes": self.workspace_bytes,
@@ -215,7 +218,7 @@ class CublasLt:
         if self.algo is None:
             self.choose(A, B, C)
         shape = self._shape_of(A, B, C)
-        if shape != self.shape:
+        if shape != self.shape or self.algo is None:
             raise ValueError(f"CublasLt was set up for (M, N, K) = {self.shape}, not {shape}; call choose() again")
         self._ok(self._launch(A, B, C, self.algo), "cublasLtMatmul")
 
@@ -227,7 +230,7 @@ class CublasLt:
             d = getattr(self, attr, None)
             if d:  # a c_void_p whose value is not NULL
                 destroy(d)
-            setattr(self, attr, None)
+            setattr(self, attr, ctypes.c_void_p())
         self.shape = None
         self.algo = None
 
@@ -236,5 +239,5 @@ class CublasLt:
         self._destroy_descriptors()
         if getattr(self, "handle", None):
             self.lib.cublasLtDestroy(self.handle)
-            self.handle = None
+            self.handle = ctypes.c_void_p()
         self.workspace = None

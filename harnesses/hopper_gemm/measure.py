@@ -92,7 +92,7 @@ class Bench:
         self.baseline = self._baseline(baseline, lt_algo) if guarded else None
         self.other_kind = ("best_lt" if baseline == "gemmex" else "gemmex") if both else None
         """The other cuBLAS, timed beside the baseline so that every result states both (None: not timed)."""
-        self.other = self._baseline(self.other_kind, lt_algo) if both else None
+        self.other = self._baseline(self.other_kind, lt_algo) if self.other_kind else None
 
     # ---- the pool -----------------------------------------------------------------------
     @property
@@ -131,19 +131,22 @@ class Bench:
     def _seed_of(self, key, k: int) -> int:
         return (hash((key, k, self.zone_seed.get(key, 0))) & (2**62 - 1)) | 1
 
+    def _gemmex(self) -> Cublas:
+        """cublasGemmEx: the baseline, and the truth every check compares with (a guarded bench's only)."""
+        if self.cublas is None:
+            raise RuntimeError("an unguarded bench has no cuBLAS: it neither checks nor times a baseline")
+        return self.cublas
+
     def _baseline(self, kind: str, lt_algo: int | None) -> Callable[[cp.ndarray, cp.ndarray, cp.ndarray], None]:
         if kind == "gemmex":
-            return self.cublas.gemm
+            return self._gemmex().gemm
         from harnesses.hopper_gemm.cublaslt import CublasLt
 
         self.lt = CublasLt(self.stream)
         A, B, C = self.slot(0)
         self.prepare(Draw(0, self.seed(), 0))
-        if lt_algo is None:
-            self.lt_choice = self.lt.choose(A, B, C)
-        else:
-            self.lt.use(A, B, C, lt_algo)
-            self.lt_choice = self.lt.choice
+        # The algorithm chosen (its timings with it) or the one a recorded choice named.
+        self.lt_choice = self.lt.choose(A, B, C) if lt_algo is None else self.lt.use(A, B, C, lt_algo)
         return self.lt.gemm
 
     # ---- one launch's inputs and its check ----------------------------------------------
@@ -192,7 +195,7 @@ class Bench:
                 self.zone_seed[kernel] = self.zone_seed.get(kernel, 0) + 1
                 for k, z in enumerate(zones):
                     self.helpers.fill(z, self._seed_of(kernel, k), 0, flip=False)
-        self.cublas.gemm(A, B, self.ref)
+        self._gemmex().gemm(A, B, self.ref)
         self.helpers.compare(C, self.ref, ptr)
         c = Check(kernel, phase, index, draw.dist, row)
         self.checks.append(c)
@@ -270,6 +273,8 @@ class Bench:
 
     def release_upstream(self) -> None:
         """The dependent launch is queued: the kernel before it may go on (see arrive_late)."""
+        if self._go is None:
+            raise RuntimeError("release_upstream without arrive_late: no launch waits for its inputs")
         self._go[1][0] = self._epoch
 
     def errors(self, kernel: Kernel, name: str, per_dist: int, tolerance: Tolerance) -> dict[str, list[dict]]:
@@ -383,7 +388,7 @@ class Bench:
             if timing.slow:
                 self.stream.synchronize()
                 child.beat()
-            if r + 1 in timing.stops and r + 1 < reps and (why := screen.stops(read(events[:r + 1]), timing.far)):
+            if screen is not None and r + 1 in timing.stops and r + 1 < reps and (why := screen.stops(read(events[:r + 1]), timing.far)):
                 return read(events[:r + 1]), inner, why
         return read(events), inner, None
 

@@ -171,8 +171,8 @@ def benchmark(job: dict) -> dict:
         times, inner, screened = bench.interleave({n: kernels.get(n) for n in order}, s["repetitions"],
                                                   s["warmup_ms"], s["sample_ms"], s["timing_budget_s"], screen,
                                                   known)
-    if screened:
-        metrics["screened"] = {"pairs": len(times), "bar": round(bar, 5), "below": round(screen.limit(screened), 5),
+    if screened and screen is not None:
+        metrics["screened"] = {"pairs": len(times), "bar": round(screen.bar, 5), "below": round(screen.limit(screened), 5),
                                "far": screened == "far"}
     if known:
         metrics["estimated_from_gate_ms"] = known
@@ -233,9 +233,10 @@ def replay(job: dict) -> dict:
     kernels = {}
     for name, spec in job["kernels"].items():
         try:
-            k = Kernel(spec["cubin"], spec["launch"], bench.stream, info, lambda n, name=name: bench.workspace(name, n))
-            bench.gate(k, name, s["gate_draws"], tol)
-            kernels[name] = k
+            kernel = Kernel(spec["cubin"], spec["launch"], bench.stream, info,
+                            lambda n, name=name: bench.workspace(name, n))
+            bench.gate(kernel, name, s["gate_draws"], tol)
+            kernels[name] = kernel
         except LaunchRefused as exc:
             steps[name] = {"status": EvalStatus.rejected, "log": f"launch refused: {exc}"}
         except GateFailure as exc:

@@ -61,12 +61,16 @@ class ReferenceHarness(HarnessBase):
             return ReferenceHarnessCompile
         return cls
 
+    def __new__(cls, campaign: Campaign | None = None) -> ReferenceHarness:
+        """The class whose objective is the campaign's baseline: `ReferenceHarnessCompile` where it is
+        torch.compile (`harness.baseline: compile`)."""
+        if cls is ReferenceHarness and campaign is not None and cast(Settings, campaign.harness).baseline == "compile":
+            cls = ReferenceHarnessCompile
+        return super().__new__(cls)
+
     def __init__(self, campaign: Campaign) -> None:
         self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
-        self.problem: Problem = campaign.problem
-        if self.settings.baseline != type(self).objective.path[1]:
-            self.objective = _objective(self.settings.baseline)
-            self.columns = report.columns(self.settings.baseline)
+        self.problem = cast(Problem, campaign.problem)
         self.static = problem.read(self.problem.file, self.problem.sizes)
         self.facts: dict = {"sizes": self.static.sizes, "input_names": self.static.inputs}
         """What the problem is: its sizes and input names from its text, then everything the probe found."""
@@ -118,8 +122,8 @@ class ReferenceHarness(HarnessBase):
             fp = ReferenceHarness(campaign).preflight()
             return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
-        rows = toolkit_nvcc.doctor(campaign.harness.nvcc, "GPU (the problem probed on it)", probe,
-                                   campaign.harness.sanitize)
+        settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        rows = toolkit_nvcc.doctor(settings.nvcc, "GPU (the problem probed on it)", probe, settings.sanitize)
         return [*rows[:-1], ("PyTorch", _torch(), "pip install torch (a build for this machine's CUDA): the "
                              "problem's module is the reference every candidate is checked against", True), rows[-1]]
 
@@ -250,21 +254,24 @@ class ReferenceHarness(HarnessBase):
 
     def replay(self, items: list[tuple[str, BuildReport]]) -> list[Outcome]:
         """Several kernels in one evaluation process, each gated and timed against the reference."""
-        outcomes: list[Outcome | None] = []
-        runnable = {}
+        refused: dict[int, Outcome] = {}
+        runnable: dict[str, dict] = {}
         for i, (source, build) in enumerate(items):
             ready = self._ready(source, build)
-            outcomes.append(ready if isinstance(ready, Outcome) else None)
-            if not isinstance(ready, Outcome):
+            if isinstance(ready, Outcome):
+                refused[i] = ready
+            else:
                 runnable[f"step{i}"] = ready
-        if runnable:
-            out = self._child({"mode": "replay", "kernels": runnable}, self.settings.timeout_s * len(runnable))
-            steps = out.metrics.get("steps", {}) if out.status == EvalStatus.ok else {}
-            for i in range(len(items)):
-                if outcomes[i] is None:
-                    r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
-                    outcomes[i] = self._outcome(r, out.seconds, out.device)
-        return outcomes
+        if not runnable:
+            return [refused[i] for i in range(len(items))]
+        out = self._child({"mode": "replay", "kernels": runnable}, self.settings.timeout_s * len(runnable))
+        steps = out.metrics.get("steps", {}) if out.status == EvalStatus.ok else {}
+
+        def measured(i: int) -> Outcome:
+            r = steps.get(f"step{i}") or {"status": out.status, "log": out.log}
+            return self._outcome(r, out.seconds, out.device)
+
+        return [refused[i] if i in refused else measured(i) for i in range(len(items))]
 
     def _ready(self, source: str, build: BuildReport) -> dict | Outcome:
         if not build.ok or not build.artifact:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
+from typing import Any
 
 DISTRIBUTIONS = ("own", "normal", "uniform", "wide", "offset", "ties")
 """The problem's own (its sample's range and moments), normal, uniform, wide exponents, a large offset, ties."""
@@ -37,6 +38,8 @@ class Problem:
         name = os.path.basename(self.path)
         self.name = name
         spec = importlib.util.spec_from_file_location("autodiscovery_problem", self.path)
+        if spec is None or spec.loader is None:
+            raise ProblemFailure(f"{name}: not a Python file that can be imported")
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
@@ -87,7 +90,7 @@ class Problem:
     def _stats(self, x) -> dict:
         torch = self.torch
         kind = "float" if x.is_floating_point() else "bool" if x.dtype == torch.bool else "int"
-        out = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."), "kind": kind}
+        out: dict[str, Any] = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."), "kind": kind}
         if x.numel():
             v = x.double() if kind != "bool" else x.to(torch.float64)
             out |= {"low": float(v.min()), "high": float(v.max()), "mean": float(v.mean()),

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child
@@ -87,7 +88,8 @@ class Bench:
         self.truth = self.facts.get("truth", "reference")
         self.model64 = to_float64(self.problem) if self.truth == "float64" else None
         self.truth_note = self.facts.get("truth_note", "") if self.truth != "float64" else ""
-        self.compiled = None
+        self.compiled: Callable[..., Any] | None = None
+        """torch.compile of the reference, once `compile` made it (None: not asked for, or it failed)."""
         self.checked = 0
         self.worst: dict[str, dict] = {}
         self.poisoner = SmemPoison(job["helpers"], self.facts["smem_per_block"]) if job.get("helpers") else None
@@ -128,7 +130,8 @@ class Bench:
         self.clean.max()
         self.torch.cuda._sleep(HOST_AHEAD_CYCLES)
 
-    def run_candidate(self, cand: Candidate, dist: str, time_it: bool) -> float | None:
+    def run_candidate(self, cand: Candidate, dist: str) -> float:
+        """One launch on a fresh draw, from a cold L2, verified: its time in ms."""
         torch = self.torch
         state = self.draw(dist)
         cand.poison(self.gen)
@@ -141,13 +144,15 @@ class Bench:
         end.record()
         torch.cuda.synchronize()
         self.verify(cand, self.redraw(state, dist), dist)
-        return start.elapsed_time(end) if time_it else None
+        return start.elapsed_time(end)
 
     def run_reference(self, which: str, dist: str) -> float:
         torch = self.torch
         self.draw(dist)
         tensors = [i["tensor"] for i in self.problem.inputs]
         fn = self.problem.model if which == "eager" else self.compiled
+        if fn is None:
+            raise RuntimeError("the reference under torch.compile is timed only where it compiled")
         self.cold()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.no_grad():
@@ -191,11 +196,12 @@ class Bench:
         if not self.s.get("compile", True):
             return "not asked for (harness.compile false)"
         try:
-            self.compiled = self.torch.compile(self.problem.model)
+            compiled = self.torch.compile(self.problem.model)
             with self.torch.no_grad():
                 for _ in range(2):
-                    self.compiled(*[i["tensor"] for i in self.problem.inputs])
+                    compiled(*[i["tensor"] for i in self.problem.inputs])
             self.torch.cuda.synchronize()
+            self.compiled = compiled
             return ""
         except Exception as exc:  # its absence is stated with every result; the candidate is not at fault
             self.compiled = None
@@ -204,7 +210,7 @@ class Bench:
     # the jobs ------------------------------------------------------------------------------------
     def gate(self, cand: Candidate) -> None:
         for i in range(self.s["gate_draws"]):
-            self.run_candidate(cand, self.dists[i % len(self.dists)], time_it=False)
+            self.run_candidate(cand, self.dists[i % len(self.dists)])
             child.beat()  # a slow candidate finishing its launches is never taken for a hung one
 
     def benchmark(self, cand: Candidate) -> dict:
@@ -213,16 +219,16 @@ class Bench:
         self.gate(cand)
         timed = self.dists[0]
         for _ in range(2):  # warm: module load, first launches
-            self.run_candidate(cand, timed, time_it=False)
+            self.run_candidate(cand, timed)
             self.run_reference("eager", timed)
         once = self.run_reference("eager", timed) / 1e3
         pairs = max(5, min(self.s["pairs"], int(self.s["timing_budget_s"] / max(once * 4, 1e-6))))
-        ms = {"candidate": [], "eager": [], "compile": []}
+        ms: dict[str, list[float]] = {"candidate": [], "eager": [], "compile": []}
         for i in range(pairs):
             order = ["candidate", "eager", "compile"] if i % 2 == 0 else ["compile", "eager", "candidate"]
             for who in order:
                 if who == "candidate":
-                    ms["candidate"].append(self.run_candidate(cand, timed, time_it=True))
+                    ms["candidate"].append(self.run_candidate(cand, timed))
                 elif who == "eager" or self.compiled is not None:
                     ms[who].append(self.run_reference(who, timed))
             child.beat()
@@ -241,8 +247,8 @@ class Bench:
         ratios = []
         for i in range(self.s["pairs"]):
             a, b = (challenger, incumbent) if i % 2 == 0 else (incumbent, challenger)
-            ta = self.run_candidate(a, timed, time_it=True)
-            tb = self.run_candidate(b, timed, time_it=True)
+            ta = self.run_candidate(a, timed)
+            tb = self.run_candidate(b, timed)
             t_ch, t_inc = (ta, tb) if a is challenger else (tb, ta)
             ratios.append(t_inc / t_ch)
             child.beat()

@@ -59,19 +59,20 @@ def write(folder: Path, entries: list[dict], device: str | None, arch: str, sms:
     a `summary` for the command."""
     kernels = folder / "kernels"
     kernels.mkdir(parents=True, exist_ok=True)
-    table = {"device": device, "sms": sms, "arch": arch, "kernels": []}
+    tuned: list[dict] = []
     for e in entries:
         M, N, K = e["shape"]
         name = f"kernels/gemm_{M}x{N}x{K}.cubin"
         shutil.copyfile(e["cubin"], folder / name)
-        table["kernels"].append({k: v for k, v in e.items() if k != "cubin"} | {"cubin": name})
+        tuned.append({k: v for k, v in e.items() if k != "cubin"} | {"cubin": name})
+    table = {"device": device, "sms": sms, "arch": arch, "kernels": tuned}
     (folder / "dispatch.json").write_text(json.dumps(table, indent=1) + "\n")
     for module in MODULES:
         shutil.copyfile(module, folder / module.name)
-    shapes = ", ".join("×".join(map(str, k["shape"])) for k in table["kernels"])
-    slower = [k for k in table["kernels"] if k.get("x_cublas") is not None and k["x_cublas"] < 1]
+    shapes = ", ".join("×".join(map(str, k["shape"])) for k in tuned)
+    slower = [k for k in tuned if k.get("x_cublas") is not None and k["x_cublas"] < 1]
     left = (f"; {len(slower)} measured slower than cuBLAS in their runs ("
             + ", ".join(f"{'×'.join(map(str, k['shape']))} {k['x_cublas']:.3f}×" for k in slower)
             + "), which gemm leaves to cuBLAS unless use_slower_kernels()") if slower else ""
-    return table | {"summary": f"{plural(len(table['kernels']), 'tuned shape')} ({shapes}), their cubins and tuned_gemm.py"
+    return table | {"summary": f"{plural(len(tuned), 'tuned shape')} ({shapes}), their cubins and tuned_gemm.py"
                                f"{left}; use it with `sys.path.insert(0, '{folder}'); from tuned_gemm import gemm`"}

@@ -4,7 +4,9 @@ it, their tensor maps encoded and their launches (one ctypes call each once pack
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def prod(xs) -> int:
@@ -32,7 +34,8 @@ class Device:
         self.sms = ok(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
         self.judge()
         self.ctx = ok(cu.cuDevicePrimaryCtxRetain(dev))
-        self.funcs: dict[tuple, object] = {}
+        self.funcs: dict[tuple, tuple[Any, Any]] = {}
+        """(M, N, K) -> (the loaded module, its kernel)."""
         self.workspaces: dict[tuple, int] = {}
 
     def judge(self) -> None:
@@ -46,23 +49,23 @@ class Device:
         if int(ok(self.cu.cuCtxGetCurrent())) != int(self.ctx):
             ok(self.cu.cuCtxSetCurrent(self.ctx))
 
-    def func(self, shape: tuple):
-        f = self.funcs.get(shape)
-        if f is None:
+    def func(self, shape: tuple) -> Any:
+        """The loaded kernel of `shape` (its cubin loaded on first use)."""
+        if shape not in self.funcs:
             cu, entry = self.cu, self.kernels[shape]
             module = ok(cu.cuModuleLoadData((self.folder / entry["cubin"]).read_bytes()))
-            f = ok(cu.cuModuleGetFunction(module, entry["launch"]["kernel"].encode()))
+            kernel = ok(cu.cuModuleGetFunction(module, entry["launch"]["kernel"].encode()))
             smem = entry["launch"]["smem"]
             if smem > 48 * 1024:
-                ok(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                ok(cu.cuFuncSetAttribute(kernel, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           smem))
             if prod(entry["launch"]["cluster"]) > 8:
                 ok(cu.cuFuncSetAttribute(
-                    f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
-            self.funcs[shape] = f = (module, f)
-        return f[1]
+                    kernel, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1))
+            self.funcs[shape] = (module, kernel)
+        return self.funcs[shape][1]
 
-    def launcher(self, shape: tuple, a, b, c, stream: int):
+    def launcher(self, shape: tuple, a, b, c, stream: int) -> Callable[[], None]:
         """A call with no arguments that launches the kernel of `shape` on these buffers and stream: its
         arguments (tensor maps included) packed once, the launch itself one ctypes call."""
         launch = self.kernels[shape]["launch"]
@@ -71,27 +74,27 @@ class Device:
         f = self.func(shape)
         (gx, gy, gz), (bx, by, bz) = launch["grid"], launch["block"]
         ctx, current, lib = int(self.ctx), ctypes.c_void_p(), _libcuda()
+        args: tuple[Any, ...]
+        # `keep`: the argument block (and a launch configuration) lives as long as the launcher.
         if tuple(launch["cluster"]) == (1, 1, 1) and not launch.get("pdl"):
             args = (int(f), gx, gy, gz, bx, by, bz, launch["smem"], stream, params["address"], None)
 
-            def go(run=lib.cuLaunchKernel):
+            def go(run: Any = lib.cuLaunchKernel, keep: dict = params) -> None:
                 lib.cuCtxGetCurrent(ctypes.byref(current))
                 if current.value != ctx:
                     lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
                 if rc := run(*args):
                     raise CudaError(f"cuLaunchKernel failed with CUDA error {rc}")
         else:  # a cluster or a dependent launch: cuLaunchKernelEx, its configuration packed once
-            cfg = _config(launch, stream)
+            params["config"] = cfg = _config(launch, stream)
             args = (ctypes.addressof(cfg), int(f), params["address"], None)
 
-            def go(run=lib.cuLaunchKernelEx):
+            def go(run: Any = lib.cuLaunchKernelEx, keep: dict = params) -> None:
                 lib.cuCtxGetCurrent(ctypes.byref(current))
                 if current.value != ctx:
                     lib.cuCtxSetCurrent(ctypes.c_void_p(ctx))
                 if rc := run(*args):
                     raise CudaError(f"cuLaunchKernelEx failed with CUDA error {rc}")
-            params["config"] = cfg
-        go.keep = params  # the argument block lives as long as the launcher
         return go
 
     def workspace(self, shape: tuple, stream: int) -> int:
@@ -128,7 +131,7 @@ class Device:
         ptrs = {"A": a.ptr, "B": b.ptr, "C": c.ptr}
         if launch.get("workspace"):
             ptrs["W"] = self.workspace(shape, stream)
-        storage = []
+        storage: list[Any] = []
         for arg in launch["args"]:
             if arg in ptrs:
                 storage.append(ctypes.c_void_p(ptrs[arg]))
