@@ -20,21 +20,43 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Harness, Outcome, Proposal
-from autodiscovery.running.decide import Judgement, Ruling, judge, sanitized, settle
+from autodiscovery.interfaces import Harness, Outcome, Proposal, Record
+from autodiscovery.running.decide import Judgement, Ruling, judge, sanitized, settle, stop_reason
 from autodiscovery.running.evaluate import assess, screen
+from autodiscovery.running.lease import Stop
 from autodiscovery.running.ledger import FAILED, Ledger, score_of, source_hash
 from autodiscovery.store import (
     Candidate,
     CandidateStatus,
     EvalKind,
     EvalStatus,
+    Run,
     Verdict,
 )
 from autodiscovery.toolkit.build import BuildReport
+
+
+class Display(Protocol):
+    """What a run shows as it goes (the live view, or nothing): its start, the candidates being built,
+    each candidate's end with the incumbent after it, and why it stopped."""
+
+    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
+    def building(self, seqs: list[int]) -> None: ...
+    def finished(self, cand: Candidate, outcome: Outcome | None, verdict: Verdict | CandidateStatus, reason: str,
+                 best: Record | None) -> None: ...
+    def stopped(self, reason: str) -> None: ...
+
+
+class Quiet:
+    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
+    def building(self, seqs: list[int]) -> None: ...
+    def finished(self, cand: Candidate, outcome: Outcome | None, verdict: Verdict | CandidateStatus, reason: str,
+                 best: Record | None) -> None: ...
+    def stopped(self, reason: str) -> None: ...
 
 
 @dataclass
@@ -67,6 +89,20 @@ class Lifecycle:
     device: Callable[..., AbstractContextManager] = lambda first=False: nullcontext()
     """Held around every use of a device (a measurement, a head-to-head, the sanitizer); `first=True`
     for a decision's uses, which go before the measurements waiting for a device (`Devices`)."""
+    display: Display = field(default_factory=Quiet)
+    """Where each candidate's end is shown (`announce`)."""
+    stop: Stop = field(default_factory=Stop)
+    """A stop asked for from outside (a first Ctrl-C), read with the stop rules (`stop_reason`)."""
+
+    def stop_reason(self) -> str | None:
+        """Why the run stops now (the campaign's stop rules, or a stop asked for), or None."""
+        return stop_reason(self.ledger.history(), self.campaign, self.ledger.elapsed(), self.ledger.llm_usage(),
+                           self.stop.requested, self.dry_run)
+
+    def announce(self, d: Decided) -> None:
+        """A candidate's end shown, with the incumbent after its verdict."""
+        best = self.ledger.history().incumbent if isinstance(d.verdict, Verdict) else None
+        self.display.finished(self.ledger.candidate(d.candidate.id), d.outcome, d.verdict, d.reason, best)
 
     def record(self, proposals: list[Proposal]) -> list[tuple[Candidate, Decided | None]]:
         """Proposals as candidates, in one commit, each with its end where it has one already: `rejected`

@@ -16,43 +16,24 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from autodiscovery import RunFailed
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Agent, Harness, Outcome, Proposal, Record
+from autodiscovery.interfaces import Agent, Harness, Proposal
 from autodiscovery.running import lease
-from autodiscovery.running.decide import STOPPED, stop_reason
+from autodiscovery.running.decide import STOPPED
 from autodiscovery.running.lease import Stop
 from autodiscovery.running.ledger import Ledger, counted, source_hash
-from autodiscovery.running.lifecycle import Decided, Devices, Lifecycle
+from autodiscovery.running.lifecycle import Devices, Display, Lifecycle, Quiet
 from autodiscovery.running.schedule import Scheduler
 from autodiscovery.store import (
-    Candidate,
     CandidateStatus,
-    Run,
     RunStatus,
     Store,
-    Verdict,
 )
 from autodiscovery.toolkit.text import first_line
 
 __all__ = ["Display", "Loop", "Quiet", "STOPPED", "Stop", "counted", "source_hash"]
-
-
-class Display(Protocol):
-    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
-    def building(self, seqs: list[int]) -> None: ...
-    def finished(self, cand: Candidate, outcome: Outcome | None, verdict: Verdict | CandidateStatus, reason: str,
-                 best: Record | None) -> None: ...
-    def stopped(self, reason: str) -> None: ...
-
-
-class Quiet:
-    def started(self, run, campaign, harness) -> None: ...
-    def building(self, seqs) -> None: ...
-    def finished(self, cand, outcome, verdict, reason, best) -> None: ...
-    def stopped(self, reason) -> None: ...
 
 
 @dataclass
@@ -84,8 +65,9 @@ class Loop:
         self.owner, t0 = lease.owner(), time.monotonic()
         self.ledger = Ledger(self.store, run_id, self.harness.objective, lambda: 0.0)
         run = self.ledger.open(self.owner, lease.claim)
-        self.ledger.elapsed = self.elapsed = lambda: run.elapsed_s + time.monotonic() - t0
-        self.life = Lifecycle(self.ledger, self.harness, self.campaign, self.dry_run, Devices(self.harness.parallel))
+        self.ledger.elapsed = lambda: run.elapsed_s + time.monotonic() - t0
+        self.life = Lifecycle(self.ledger, self.harness, self.campaign, self.dry_run, Devices(self.harness.parallel),
+                              self.display, self.stop)
         self.display.started(run, self.campaign, self.harness)
         self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint))
         try:
@@ -108,19 +90,14 @@ class Loop:
             for _, end in self.life.record([self.seed] if self.seed else
                                            self.agent.opening(self.campaign, self.ledger.history())):
                 if end is not None:
-                    self._finished(end)
+                    self.life.announce(end)
         for cand in self.ledger.candidates():  # measured by an earlier process, not decided
             if (measured := self.life.recovered(cand)) is not None:
-                self._finished(self.life.decide(measured))
+                self.life.announce(self.life.decide(measured))
         pending = [c for c in self.ledger.candidates() if c.status == CandidateStatus.proposed]
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build") as builds:
-            return Scheduler(self.life, self.agent, self.harness.parallel, self.campaign.budget.candidates, builds,
-                             stop=self._stop_reason, finished=self._finished, building=self.display.building).run(pending)
-
-    # ---- what the scheduler asks of the loop ----------------------------------------------
-    def _stop_reason(self) -> str | None:
-        return stop_reason(self.ledger.history(), self.campaign, self.elapsed(), self.ledger.llm_usage(),
-                           self.stop.requested, self.dry_run)
+            return Scheduler(self.life, self.agent, self.harness.parallel, self.campaign.budget.candidates,
+                             builds).run(pending)
 
     def _none_passed(self) -> str | None:
         """Why the run ends with no kernel, where no candidate passed: what became of its first (a seed
@@ -131,10 +108,6 @@ class Loop:
         ev = first.measurement or (first.evaluations[-1] if first.evaluations else None)
         return (f"no candidate passed; the first ({first.proposer}, #{first.seq}) ended {first.status}: "
                 f"{first_line(ev.log if ev else '') or 'no evaluation'}")
-
-    def _finished(self, d: Decided) -> None:
-        best = self.ledger.history().incumbent if isinstance(d.verdict, Verdict) else None
-        self.display.finished(self.ledger.candidate(d.candidate.id), d.outcome, d.verdict, d.reason, best)
 
     def _close(self, status: RunStatus, reason: str) -> None:
         from autodiscovery import AutoDiscoveryError

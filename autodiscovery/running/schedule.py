@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -113,11 +112,6 @@ class Scheduler:
     budget: int
     """Candidates in all (the campaign's `budget.candidates`)."""
     builds: ThreadPoolExecutor
-    stop: Callable[[], str | None]
-    """The run's stop rules: why it stops now, or None."""
-    finished: Callable[[Decided], None]
-    """Called with each candidate's end: its decision (in order), its refusal, a dry run's build."""
-    building: Callable[[list[int]], None] = lambda seqs: None
     now: InFlight = field(default_factory=InFlight)
 
     @property
@@ -143,7 +137,7 @@ class Scheduler:
                 if self.now.deciding is None and self.now.order and self.now.order[0].id in self.now.measured:
                     self.now.deciding = decider.submit(self.life.decide, self.now.measured.pop(self.now.order.pop(0).id))
                 if self.now.deciding is None or self._free() > 0:  # else nothing can start: the run is not read
-                    reason = reason or self.stop()
+                    reason = reason or self.life.stop_reason()
                     if not reason and self.now.held is not None and self._idle():
                         held, self.now.held = self.now.held, None
                         reason = self._recorded(held)
@@ -151,7 +145,7 @@ class Scheduler:
                         self._ask(asker)
                         self._start_measurements(devices)
                 for decided in self.now.ended:  # shown once the devices have their next work
-                    self.finished(decided)
+                    self.life.announce(decided)
                 self.now.ended.clear()
                 if reason and not self.now.measuring and self.now.deciding is None and not (
                         self.now.order and self.now.order[0].id in self.now.measured):
@@ -173,14 +167,14 @@ class Scheduler:
         """Recorded candidates: screened, then built in the background."""
         refused = {c.id: end for c in cands if (end := self.life.screen(c)) is not None}
         for end in refused.values():
-            self.finished(end)
+            self.life.announce(end)
         cands = [c for c in cands if c.id not in refused]
         for c in cands:
             self.now.built[c.id] = self.now.prebuilt.pop(c.source_hash) if c.source_hash in self.now.prebuilt else \
                 self.builds.submit(self.life.harness.build, c.source)
         self.now.order += cands
         if cands:
-            self.building([c.seq for c in cands])
+            self.life.display.building([c.seq for c in cands])
 
     def _harvest(self) -> str | None:
         """What finished since the last look: measurements, the decision, the agent's proposals. A reason
@@ -295,5 +289,5 @@ class Scheduler:
         added = self.life.record(proposals)
         for _, end in added:
             if end is not None:
-                self.finished(end)
+                self.life.announce(end)
         return [c for c, end in added if end is None]
