@@ -1,6 +1,8 @@
 """A pool of devices kept busy: the loop on several stand-in GPUs whose evaluations and head-to-heads take
 the times recorded on an H100 (tests/data/h100_run.db), scaled down. No GPU: the devices are a
-semaphore, the measurements the replayed ones."""
+semaphore, the measurements the replayed ones, and their times (with the builds' and the proposals')
+pass on a virtual clock (`virtual_clock.py`): the scheduler's own work costs no time there, so the
+shares measured depend on the scheduling alone, never on the machine's load."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 from replay import ReplayHarness
 from sqlalchemy import select
+from virtual_clock import VirtualClock
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.llm import LlmAgent
@@ -24,7 +27,7 @@ from autodiscovery.store import Candidate, Decision, Run, Store
 
 RECORDED = Path(__file__).parent / "data" / "h100_run.db"
 SCALE = 0.5
-"""Recorded seconds to test seconds: evaluations of 1.2 to 3.7 s."""
+"""Recorded seconds to simulated seconds: evaluations of 1.2 to 3.7 s."""
 
 
 def recorded_seconds(kind: str) -> list[float]:
@@ -34,25 +37,33 @@ def recorded_seconds(kind: str) -> list[float]:
 
 class PooledReplay(ReplayHarness):
     """`parallel` devices, each holding one evaluation or head-to-head at a time for its recorded time
-    (one of the recorded ones, picked by the kernel's hash)."""
+    (one of the recorded ones, picked by the kernel's hash), on the clock: a measurement that finds every
+    device taken fails the run."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.bench, self.h2h = recorded_seconds("benchmark"), recorded_seconds("head_to_head")
         self.spans: list[tuple[float, float]] = []
         self.lock = threading.Lock()
+        self.clock: VirtualClock | None = None
         self.set_devices(1)
 
     def set_devices(self, n: int) -> None:
         self.parallel, self.devices = n, threading.Semaphore(n)
 
     def _hold(self, seconds: float) -> float:
-        with self.devices:
-            t = time.monotonic()
-            time.sleep(seconds * SCALE)
-            with self.lock:
-                self.spans.append((t, time.monotonic()))
-            return time.monotonic() - t
+        assert self.clock is not None
+        if not self.devices.acquire(blocking=False):
+            raise AssertionError("a measurement started on a device in use: more at once than devices")
+        try:
+            t = self.clock.time()
+            self.clock.sleep(seconds * SCALE)
+            end = self.clock.time()
+        finally:
+            self.devices.release()
+        with self.lock:
+            self.spans.append((t, end))
+        return end - t
 
     def evaluate(self, source, build, bar=None):
         held = self._hold(self.bench[int(hashlib.sha256(source.encode()).hexdigest()[:8], 16) % len(self.bench)])
@@ -74,23 +85,31 @@ class PooledReplay(ReplayHarness):
         return sum(e - s for s, e in self.spans) / (self.parallel * (end - start)), most
 
 
-def run_on(devices: int, db: Path, *settings: str):
+@pytest.fixture
+def clock(monkeypatch):
+    with VirtualClock.installed(monkeypatch) as clock:
+        yield clock
+
+
+def run_on(clock: VirtualClock, devices: int, db: Path, *settings: str):
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=40", "stop.patience=500", "stop.target=50",
                                               *settings])
     agent = SearchAgent(campaign)
     harness = PooledReplay(agent.space)
     harness.set_devices(devices)
+    harness.clock = clock
     store = Store(db)
     run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
                                                                      "gpus": list(range(devices))})
     return store, run_id, harness, agent
 
 
-def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path):
-    store, run_id, harness, agent = run_on(8, tmp_path / "eight.db")
+def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path, clock):
+    store, run_id, harness, agent = run_on(clock, 8, tmp_path / "eight.db")
     assert agent.batch == 8  # a batch is one candidate per device
     share, most = harness.busy()
-    assert most == 8 and share >= 0.6, (share, most)
+    print(f"\n8 devices: busy {share:.1%}")
+    assert most == 8 and share >= 0.8, (share, most)
     with store.session() as s:
         run = s.get(Run, run_id)
         assert run.status == "finished" and run.stop_reason == "budget spent: 40 candidates"
@@ -110,10 +129,10 @@ def test_eight_devices_are_kept_busy_and_decisions_stay_in_order(tmp_path):
     assert pooling.pool_text(used).startswith("pool: 8 at once over ")
 
 
-def test_a_stop_with_measurements_in_flight_decides_them_and_loses_nothing(tmp_path):
+def test_a_stop_with_measurements_in_flight_decides_them_and_loses_nothing(tmp_path, clock):
     """The target is reached while other devices are still measuring: what they measure is recorded and
     decided, what had not started stays proposed (for a resume), nothing is measured twice."""
-    store, run_id, harness, _ = run_on(8, tmp_path / "stop.db", "stop.target=0.5")
+    store, run_id, harness, _ = run_on(clock, 8, tmp_path / "stop.db", "stop.target=0.5")
     with store.session() as s:
         run = s.get(Run, run_id)
         assert run.stop_reason.startswith("target reached")
@@ -174,7 +193,8 @@ class SlowBuilds(PooledReplay):
             first = source not in self.cached
             self.cached.add(source)
         if first:
-            time.sleep(BUILD_S)
+            assert self.clock is not None
+            self.clock.sleep(BUILD_S)
         return super().build(source)
 
     def __post_init__(self) -> None:
@@ -186,40 +206,44 @@ class SlowBuilds(PooledReplay):
 
 
 class SlowAgent(SearchAgent):
+    clock: VirtualClock
+
     def propose(self, history, n):
-        time.sleep(PROPOSE_S)
+        self.clock.sleep(PROPOSE_S)
         return super().propose(history, n)
 
 
-def simulate(devices: int, db: Path, candidates: int) -> tuple[float, float, Store, int]:
-    """(busy share, wall seconds, store, run) of a run on `devices` simulated devices."""
+def simulate(clock: VirtualClock, devices: int, db: Path, candidates: int) -> tuple[float, float, Store, int]:
+    """(busy share, simulated seconds, store, run) of a run on `devices` simulated devices."""
     campaign = campaigns.load("hopper-gemm", [f"budget.candidates={candidates}", "stop.patience=500",
                                               "stop.target=50"])
     agent = SlowAgent(campaign)
+    agent.clock = clock
     harness = SlowBuilds(agent.space)
     harness.set_devices(devices)
+    harness.clock = clock
     store = Store(db)
-    t = time.monotonic()
+    t = clock.time()
     run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
                                                                      "gpus": list(range(devices))})
-    return harness.busy()[0], time.monotonic() - t, store, run_id
+    return harness.busy()[0], clock.time() - t, store, run_id
 
 
-@pytest.mark.parametrize("devices, candidates, floor", [(1, 24, 0.95), (2, 20, 0.9), (4, 28, 0.85), (8, 40, 0.75)])
-def test_the_devices_are_busy_while_proposals_and_builds_take_time(tmp_path, devices, candidates, floor):
+@pytest.mark.parametrize("devices, candidates, floor", [(1, 24, 0.97), (2, 20, 0.95), (4, 28, 0.87), (8, 40, 0.8)])
+def test_the_devices_are_busy_while_proposals_and_builds_take_time(tmp_path, clock, devices, candidates, floor):
     """Builds and proposals take time beside the measurements: on one device as on several, they run
-    while the devices measure. One device is busy 95% of the run or more; several at least `floor`
+    while the devices measure. One device is busy 97% of the run or more; several at least `floor`
     (the seed, measured alone, and the ladder's structural moves, each waiting for the verdicts it
     depends on, leave some devices waiting in a run this short)."""
-    share, wall, store, run_id = simulate(devices, tmp_path / "busy.db", candidates)
-    print(f"\n{devices} device(s): busy {share:.1%} over {wall:.1f} s")
+    share, wall, store, run_id = simulate(clock, devices, tmp_path / "busy.db", candidates)
+    print(f"\n{devices} device(s): busy {share:.1%} over {wall:.1f} simulated s")
     with store.session() as s:
         assert s.get(Run, run_id).stop_reason == f"budget spent: {candidates} candidates"
     used = pooling.pool(store, run_id)  # `show` tells the same from the recorded timestamps alone
-    assert abs(used["busy"] - share) < 0.05, (used, share)
-    # What the devices waited for proposals and builds is what overlapping them saves; the loop's own
-    # dispatch between two measurements is this machine's pace, which a busy machine stretches.
-    assert share + used["idle"]["loop"] >= floor, (devices, share, used["idle"], wall)
+    assert abs(used["busy"] - share) < 0.01, (used, share)
+    # On the clock the loop's own work takes no time: what the devices waited for is the proposals and
+    # builds the scheduler did not overlap with the measurements, and the verdicts a move waited for.
+    assert share >= floor, (devices, share, used["idle"], wall)
 
 
 def test_a_decisions_use_of_a_device_goes_before_the_measurements_waiting():
