@@ -37,6 +37,7 @@ import enum
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from autodiscovery import AutoDiscoveryError
 from autodiscovery.interfaces import Agent, History, Proposal
 from autodiscovery.running.evaluate import screen
 from autodiscovery.running.ledger import source_hash
@@ -278,7 +279,7 @@ class Scheduler:
         if asking is not None and not asking.cancel():
             try:
                 held += asking.result()[0]
-            except Exception:  # the stop stands; a failed request is in llm_calls already
+            except AutoDiscoveryError:  # the stop stands: a request refused is in llm_calls already (a bug goes up)
                 pass
         if held:
             self._record(held)
