@@ -104,6 +104,9 @@ class AgentBase:
     def preflight(self) -> None:
         pass
 
+    def propose(self, history: History, n: int) -> list[Proposal]:
+        raise NotImplementedError(f"the {self.name} agent proposes nothing")
+
     def ahead(self, history: History) -> bool:
         """By default: `overlap` (an agent whose proposals depend on its history says more precisely)."""
         return self.overlap
@@ -113,6 +116,8 @@ class AgentBase:
 class Harness(Protocol):
     name: str
     objective: ClassVar[Objective]
+    columns: ClassVar[tuple[Column, ...]]
+    """The figures it shows beside the objective (`Column`)."""
     @property
     def parallel(self) -> int:
         """Evaluations at once (simulations, or one per GPU of a pool); 1 measures one at a time (a GPU)."""
@@ -146,6 +151,10 @@ class Harness(Protocol):
     @property
     def sanitizes(self) -> bool:
         """Whether `sanitize` checks anything (a keep then holds a device for it)."""
+
+    def fit(self, source: str, knobs: dict | None = None) -> Fit | None:
+        """How a configuration fits the problem, before anything is built (the search agent orders its
+        moves by it); None where the harness has no model (`HarnessBase`'s)."""
 
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,

@@ -21,3 +21,19 @@ def test_the_type_checker_finds_nothing_in_the_package_and_the_harnesses():
                                 *(str(ROOT / f) for f in config["files"])])
     assert not err.strip(), err
     assert status == 0 and not out.strip(), out[:2000]
+
+
+def test_every_harness_the_code_is_given_is_typed():
+    """A parameter named `harness` says what it is given (the protocol, the base class, a narrow view or
+    a harness class): never left bare, never Any."""
+    import ast
+
+    loose = []
+    for pkg in ("autodiscovery", "harnesses"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                        if arg.arg == "harness" and (arg.annotation is None or ast.unparse(arg.annotation) == "Any"):
+                            loose.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert loose == []

@@ -57,7 +57,7 @@ class LlmAgent(AgentBase):
         self.client = LlmClient(self.settings, self._log)
 
     # ---- wiring ---------------------------------------------------------------------------------
-    def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
+    def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
         self.store, self.run_id, self.fingerprint = store, run_id, fingerprint
         self.harness = harness
         if self.settings.batch is None:  # one proposal per device, so a pool of GPUs is kept fed

@@ -33,8 +33,8 @@ from autodiscovery.agents import tpe, warm
 from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
 from autodiscovery.agents.space import Family, Space
 from autodiscovery.campaign import Campaign, Strict
-from autodiscovery.interfaces import AgentBase, History, Proposal, Record
-from autodiscovery.store import CandidateStatus
+from autodiscovery.interfaces import AgentBase, Harness, History, Proposal, Record
+from autodiscovery.store import CandidateStatus, Store
 from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
@@ -116,7 +116,7 @@ class SearchAgent(AgentBase):
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
 
-    def bind(self, store, run_id: int, harness, fingerprint: dict) -> None:
+    def bind(self, store: Store | None, run_id: int, harness: Harness, fingerprint: dict) -> None:
         self.fits.harness = harness
         self.devices = harness.parallel
         if self.warm_start:

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
@@ -21,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS
 from autodiscovery.toolkit.expr import ExprError, compiled, run
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import HarnessBase
 
 
 class SpaceError(AutoDiscoveryError):
@@ -177,7 +180,7 @@ class Space:
         space.families = {stem: Family(name=stem, rung=1, summary="the campaign's seed", source=seed.name)}
         return space
 
-    def fits(self, harness) -> None:
+    def fits(self, harness: type[HarnessBase]) -> None:
         """Raise a SpaceError in one line where a family's kernel is not one `harness` can launch (its
         default rendered, its manifest read by the harness): the space of another harness."""
         for fam in self.ladder():

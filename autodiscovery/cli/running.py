@@ -246,7 +246,7 @@ def ladder(
         results = runner.ladder(campaign, list(set_ or []), shape or ["4096"], store(db, create=True), per_family, family,
                                 progress=lambda msg: status.update(f"ladder: {msg}"))
     if as_json:
-        return emit_json([{"shape": [c.problem.M, c.problem.N, c.problem.K], "run": run_id,
+        return emit_json([{"shape": [c.problem.model_dump()[k] for k in "MNK"], "run": run_id,
                            "rungs": [r.row(h) for r in rungs]} for c, run_id, rungs, h in results])
     for c, run_id, rungs, h in results:
         console.print(display.ladder_table(c.problem.describe(), run_id, [r.row(h) for r in rungs], h))

@@ -7,9 +7,12 @@ up to a few lines with what was left out counted."""
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autodiscovery.status import EvalStatus
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import Objective, Showing
 
 HYPOTHESIS_LINES = 6
 DECISION_LINES = 3
@@ -37,7 +40,7 @@ def clipped(text: str, width: int, most: int, indent: str = "  ") -> list[str]:
     return out
 
 
-def evaluation_line(e: dict, objective: Any, width: int) -> str:
+def evaluation_line(e: dict, objective: Objective, width: int) -> str:
     """kind, status, the objective with its interval where it measured, pairs, seconds, device."""
     parts = [e["kind"], e["status"]]
     m = e.get("metrics") or {}
@@ -56,7 +59,7 @@ def evaluation_line(e: dict, objective: Any, width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def lines(data: dict, harness: Any, width: int) -> list[str]:
+def lines(data: dict, harness: Showing | type[Showing], width: int) -> list[str]:
     """The candidate, as plain lines no wider than `width` (the caller prints them and the hints)."""
     width = max(40, width)
     out = [f"run {data['run']} candidate #{data['seq']} · {data['family']} · {data['status']} · {data['proposer']}"]

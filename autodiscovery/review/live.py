@@ -20,9 +20,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from autodiscovery.interfaces import columns
+from autodiscovery.campaign import Campaign
+from autodiscovery.interfaces import Harness, columns
 from autodiscovery.review.display import STATUS_STYLE, figure_cells, figure_heads, fmt
 from autodiscovery.status import CandidateStatus, EvalStatus, Verdict
+from autodiscovery.store import Run
 
 
 class LiveDisplay:
@@ -40,12 +42,18 @@ class LiveDisplay:
                                  TimeElapsedColumn(), console=self.console)
         self.task: TaskID | None = None
         self.live: Live | None = None
-        self.harness: Any = None
+        self.harness: Harness | None = None
+
+    def _shown(self) -> Harness:
+        if self.harness is None:
+            raise RuntimeError("the live view shows a run once it has started")
+        return self.harness
 
     def _render(self) -> Group:
         table = Table(expand=True, show_edge=False)
-        heads = ["#", "family", "hypothesis", "verdict", *figure_heads(self.harness, "live", False),
-                 self.harness.objective.name, *figure_heads(self.harness, "live", True), "regs"]
+        h = self._shown()
+        heads = ["#", "family", "hypothesis", "verdict", *figure_heads(h, "live", False),
+                 h.objective.name, *figure_heads(h, "live", True), "regs"]
         for col in heads:
             table.add_column(col, overflow="ellipsis", no_wrap=col != "hypothesis",
                              ratio=4 if col == "hypothesis" else None)
@@ -54,7 +62,7 @@ class LiveDisplay:
         header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
         return Group(header, self.progress, table)
 
-    def started(self, run: Any, campaign: Any, harness: Any) -> None:
+    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None:
         self.harness = harness
         self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
         self.task = task = self.progress.add_task("candidates", total=campaign.budget.candidates)
@@ -78,17 +86,18 @@ class LiveDisplay:
     def _finished(self, cand: Any, outcome: Any, verdict: Verdict | CandidateStatus, reason: str, best: Any) -> None:
         from autodiscovery.running.ledger import build_facts
 
-        objective = self.harness.objective
+        h = self._shown()
+        objective = h.objective
         metrics = outcome.metrics if outcome is not None and outcome.status == EvalStatus.ok else {}
         build = build_facts(cand.build)
-        figures = {c.key: c.value(metrics, build) for c in columns(self.harness, "live")}
+        figures = {c.key: c.value(metrics, build) for c in columns(h, "live")}
         score = outcome.score if outcome is not None and outcome.status == EvalStatus.ok else None
         status = cand.status
         style = STATUS_STYLE.get(status, "")
         self.rows.append((str(cand.seq), cand.family or "", cand.hypothesis, f"[{style}]{status}[/]",
-                          *figure_cells(self.harness, "live", figures, False),
+                          *figure_cells(h, "live", figures, False),
                           objective.format(score) if score is not None else "–",
-                          *figure_cells(self.harness, "live", figures, True), fmt(build.get("registers"), "d")))
+                          *figure_cells(h, "live", figures, True), fmt(build.get("registers"), "d")))
         if self.task is not None:
             self.progress.advance(self.task)
         if best is not None and best.score is not None:

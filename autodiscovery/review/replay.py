@@ -10,10 +10,11 @@ compared as the harness identifies them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from autodiscovery import AutoDiscoveryError
-from autodiscovery.interfaces import Objective, columns
+from autodiscovery.interfaces import HarnessBase, Objective, columns
 from autodiscovery.review import report
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.recorded import open_run
@@ -30,7 +31,8 @@ def noise(objective: Objective, recorded: dict, replayed: dict, rec: float | Non
     return max(objective.noise, 3 * halves)
 
 
-def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (), harness=None, progress=lambda _: None) -> dict:
+def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (), harness: HarnessBase | None = None,
+           progress: Callable[[str], None] = lambda _: None) -> dict:
     """Measure a run's best lineage again, on this machine, beside the recorded figures."""
     recorded = open_run(store, run_id, overrides)
     harness = harness or recorded.harness(recorded.campaign)

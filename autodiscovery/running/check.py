@@ -16,6 +16,7 @@ from pathlib import Path
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import Campaign
+from autodiscovery.interfaces import HarnessBase
 from autodiscovery.toolkit import cubin
 from autodiscovery.toolkit.text import plural
 
@@ -56,7 +57,7 @@ class KernelCheck:
         self.steps.append(Step(ok, name, text, detail, note))
 
 
-def check_file(kernel: str | Path, campaign: Campaign, harness=None) -> KernelCheck:
+def check_file(kernel: str | Path, campaign: Campaign, harness: HarnessBase | None = None) -> KernelCheck:
     """`check_source` of a kernel file; AutoDiscoveryError where there is no such file."""
     path = Path(kernel)
     if not path.is_file():
@@ -64,7 +65,7 @@ def check_file(kernel: str | Path, campaign: Campaign, harness=None) -> KernelCh
     return check_source(path.read_text(), str(kernel), campaign, harness)
 
 
-def check_source(source: str, label: str, campaign: Campaign, harness=None) -> KernelCheck:
+def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBase | None = None) -> KernelCheck:
     """Every step a candidate's source goes through before a GPU sees it, against `campaign`."""
     harness = harness or registry.harness(campaign.harness.name)(campaign)
     report = KernelCheck(label, campaign.name)
@@ -89,7 +90,7 @@ def check_source(source: str, label: str, campaign: Campaign, harness=None) -> K
     for line, checked in harness.check_notes():
         report.add(True, "module", line, note=not checked)
     build = harness.build(source)
-    if not build.ok:
+    if not build.ok or not build.artifact:
         log = (build.log or "").replace("kernel.cu", name).strip()
         lines = log.splitlines()
         error = next((line for line in lines if "error" in line), lines[0] if lines else "no compiler output")

@@ -12,22 +12,26 @@ retried task is never recorded twice.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import ExecutorSettings
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import Harness, HarnessBase
 
 
 class ExecutorError(AutoDiscoveryError):
     pass
 
 
-def wrap(harness, settings: ExecutorSettings):
+def wrap(harness: HarnessBase, settings: ExecutorSettings) -> Harness:
     """The harness as the loop should use it under these executor settings."""
-    return harness if settings.kind == "local" else RayHarness(harness, settings)
+    # RayHarness is a proxy: what it does not do itself is the harness's own (`__getattr__`).
+    return harness if settings.kind == "local" else cast("Harness", RayHarness(harness, settings))
 
 
-def _call(harness, method: str, *args):
+def _call(harness: HarnessBase, method: str, *args: Any) -> Any:
     """Runs inside a Ray task: the harness's method, with the facts of where it ran."""
     import ray
 
@@ -49,7 +53,7 @@ def _call(harness, method: str, *args):
     return out
 
 
-def _here(harness, arg):
+def _here(harness: HarnessBase, arg: Any) -> Any:
     """A (source, build) pair whose built file is not on this node is built here first."""
     from autodiscovery.toolkit.build import BuildReport
 
@@ -63,7 +67,7 @@ def _here(harness, arg):
 class RayHarness:
     """The harness, with its evaluations run as Ray tasks; everything else is the harness's own."""
 
-    def __init__(self, harness, settings: ExecutorSettings) -> None:
+    def __init__(self, harness: HarnessBase, settings: ExecutorSettings) -> None:
         try:
             import ray
         except ImportError:

@@ -15,7 +15,7 @@ from typing import Any
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import History, Proposal, Record
+from autodiscovery.interfaces import HarnessBase, History, Proposal, Record
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.running.lifecycle import Lifecycle
 from autodiscovery.store import Candidate, EvalKind, EvalStatus, RunStatus, Store
@@ -36,7 +36,7 @@ class Rung:
     note: str = ""
     candidate_id: int | None = None
 
-    def row(self, harness: Any) -> dict:
+    def row(self, harness: HarnessBase) -> dict:
         """The rung as a table and --json show it: the objective, its interval, the harness's columns."""
         from autodiscovery.interfaces import columns
 
@@ -53,7 +53,7 @@ class Rung:
 
 
 class Ladder:
-    def __init__(self, campaign: Campaign, store: Store, harness: Any, workers: int = 2,
+    def __init__(self, campaign: Campaign, store: Store, harness: HarnessBase, workers: int = 2,
                  progress: Callable[[str], None] = lambda _: None) -> None:
         self.campaign, self.store, self.harness = campaign, store, harness
         self.agent = SearchAgent(campaign)
@@ -121,7 +121,7 @@ class Ladder:
         if not passed:
             rung.note = next((r.log.splitlines()[0] for r in records if r.log), "no configuration passed the gate")
             return rung
-        top = self.harness.objective.best([r.score for r in passed])
+        top = self.harness.objective.best([r.score for r in passed if r.score is not None])
         best = next(r for r in passed if r.score == top)
         cand, _, build = sources[canon(best.knobs)]
         assert build is not None  # it passed the gate: it was built

@@ -5,6 +5,7 @@ the ladder."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -16,7 +17,7 @@ from autodiscovery.campaign import (
     load,
     validate,
 )
-from autodiscovery.interfaces import Proposal
+from autodiscovery.interfaces import AgentBase, Harness, HarnessBase, Outcome, Proposal
 from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
@@ -24,6 +25,7 @@ from autodiscovery.running.loop import Display, Loop, Quiet, Stop
 from autodiscovery.running.recorded import Recorded, RefError, open_run, parse
 from autodiscovery.store import Candidate, EvalKind, Evaluation, Run, Store
 from autodiscovery.store.models import row, utcnow
+from autodiscovery.toolkit.build import BuildReport
 from autodiscovery.toolkit.text import first_line
 
 __all__ = ["Quiet", "Stop", "measure", "profile", "prompt", "ladder", "resume", "start"]
@@ -34,15 +36,17 @@ MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "executor."
 compiler and its flags) is what its measurements mean."""
 
 
-def prepare(campaign: Campaign, harness=None):
+def prepare(campaign: Campaign, harness: HarnessBase | None = None) -> tuple[HarnessBase, Harness, AgentBase]:
+    """The campaign's harness (or `harness`), the same as the loop uses it under the campaign's executor
+    (the evaluations on Ray, say), and its agent."""
     from autodiscovery.running import executors
 
-    harness = executors.wrap(harness or registry.harness(campaign.harness.name)(campaign), campaign.executor)
+    made = harness or registry.harness(campaign.harness.name)(campaign)
     agent = registry.agent(campaign.agent.kind)(campaign)
-    return harness, agent
+    return made, executors.wrap(made, campaign.executor), agent
 
 
-def workers(harness) -> int:
+def workers(harness: Harness) -> int:
     """Builds at once: `harness.build_workers`, else one per CPU, and never fewer than the devices the
     harness measures on (a pool's devices must not wait for their builds)."""
     return harness.build_workers or max(os.cpu_count() or 2, harness.parallel)
@@ -72,7 +76,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
         return recorded, seed
 
 
-def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
+def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
           dry_run: bool = False, stop: Stop | None = None, started=None, from_: str | None = None,
           campaign: Campaign | None = None, parent_id: int | None = None) -> int:
     """A new run of a campaign (`campaign` when it is already loaded with these overrides); with `from_`
@@ -93,17 +97,17 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
     if campaign.suite and parent_id is None:
         raise AutoDiscoveryError(f"campaign '{campaign.name}' is a suite: it runs with `autodiscovery run --campaign`, "
                                  "a run for each of its problems (--from starts one run)")
-    harness, agent = prepare(campaign, harness)
+    made, used, agent = prepare(campaign, harness)
     first = seed or agent.seed_proposal(campaign)
     if dry_run:  # all a GPU is not needed for: the seed's manifest, plan, build, and the cubin's kernels
-        checked = check_source(first.source, f"seed {from_ or campaign.seed}", campaign, harness)
+        checked = check_source(first.source, f"seed {from_ or campaign.seed}", campaign, made)
         if not checked.ok:
             raise CheckFailed(checked.failure())
     else:
-        harness.check(first.source)  # a shape the seed cannot take is refused now
-    fingerprint = harness.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
+        made.check(first.source)  # a shape the seed cannot take is refused now
+    fingerprint = used.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
-    loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
+    loop = Loop(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
                 started=started, seed=seed, parent_id=parent_id)
     return loop.start(fingerprint)
 
@@ -138,7 +142,7 @@ def _flat(data: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness=None,
+def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
            allow_new_toolchain: bool = False, stop: Stop | None = None, started=None) -> int:
     before = open_run(store, run_id)
     recorded = open_run(store, run_id, overrides)
@@ -150,9 +154,9 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
             raise AutoDiscoveryError(
                 f"run {run_id} was measured with {key} = {was.get(key)!r}; a resumed run keeps what its "
                 f"measurements mean (start a new run for {key} = {now.get(key)!r})")
-    harness, agent = prepare(campaign, harness)
+    _, used, agent = prepare(campaign, harness)
     dry_run = bool(fingerprint_was.get("dry_run"))
-    fingerprint = harness.preflight(need_gpu=not dry_run)
+    fingerprint = used.preflight(need_gpu=not dry_run)
     agent.preflight()
     if fingerprint_was.get("gpu") and fingerprint.get("gpu") != fingerprint_was.get("gpu"):
         raise AutoDiscoveryError(
@@ -165,19 +169,19 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items())
         raise AutoDiscoveryError(f"run {run_id} was measured with another toolchain ({what}); resume with "
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
-    harness.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
+    used.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
     with store.session() as s:
         run = row(s, Run, run_id)  # open_run read it
         run.config = campaign.model_dump(mode="json")
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
                 "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
-    loop = Loop(campaign, store, harness, agent, display, workers(harness), dry_run=dry_run, stop=stop or Stop(),
+    loop = Loop(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
                 started=started)
     return loop.drive(run_id)
 
 
-def _built(harness, source: str, what: str):
+def _built(harness: HarnessBase, source: str, what: str) -> BuildReport:
     harness.check(source)
     build = harness.build(source)
     if not build.ok:
@@ -185,7 +189,8 @@ def _built(harness, source: str, what: str):
     return build
 
 
-def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1, harness=None) -> list:
+def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1,
+            harness: HarnessBase | None = None) -> list[Outcome]:
     """Check, build and evaluate one kernel file, `repeat` times (each in a fresh child process)."""
     path = Path(kernel)
     if not path.is_file():
@@ -201,7 +206,8 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     return [assess(harness, source, build) for _ in range(repeat)]
 
 
-def profile(target: str, name_or_path: str, overrides: list[str], store: Store | None, harness=None):
+def profile(target: str, name_or_path: str, overrides: list[str], store: Store | None,
+            harness: HarnessBase | None = None) -> tuple[str, Outcome, HarnessBase]:
     """The harness's profiler on a recorded candidate (`RUN/SEQ`, stored with it) or a kernel file
     (nothing recorded), beside the baseline at the same problem. Returns (label, outcome, harness)."""
     path = Path(target)
@@ -235,7 +241,8 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
     return target, outcome, harness
 
 
-def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), seed: int = 0, harness=None) -> dict:
+def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), seed: int = 0,
+           harness: HarnessBase | None = None) -> dict:
     """The messages the LLM agent would send to change a recorded candidate (`RUN/SEQ`, or `RUN` for its
     best), with inspirations drawn from the run's program database as a proposal draws them."""
     import random
@@ -279,7 +286,8 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 
 def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: Store, per_family: int,
-           families: list[str] | None = None, progress=lambda _: None, harness=None):
+           families: list[str] | None = None, progress: Callable[[str], None] = lambda _: None,
+           harness: HarnessBase | None = None) -> list[tuple[Campaign, int, list, HarnessBase]]:
     """The best configuration of each family at each shape: [(campaign, run_id, rungs, harness)]."""
     from autodiscovery.running.ladder import Ladder
 

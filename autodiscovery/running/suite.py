@@ -15,6 +15,7 @@ import math
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
+from autodiscovery.interfaces import HarnessBase
 from autodiscovery.store import Run, RunStatus, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.text import first_line, plural
@@ -147,7 +148,7 @@ def _own(overrides: list[str]) -> list[str]:
     return [o for o in overrides if o.startswith(("budget.", "stop.", "agent.", "executor."))]
 
 
-def _refuses(child: Campaign, harness) -> str | None:
+def _refuses(child: Campaign, harness: HarnessBase) -> str | None:
     """Why the seed cannot take this problem (its manifest refuses the shape), or None."""
     from autodiscovery import registry
 

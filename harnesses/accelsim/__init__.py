@@ -16,7 +16,7 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import cast
+from typing import ClassVar, cast
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign
@@ -97,10 +97,10 @@ class AccelsimHarness(HarnessBase):
     Settings = Settings
     Problem = Problem
     objective = Objective("cycles", higher_is_better=False, path=("cycles",), spec="d", joiner=" ")
-    columns = (Column("bound_cycles", "bound", lambda m, b: m.get("bound_cycles"), ".0f", frozenset({"measure"}),
-                      after=True),
-               Column("pct_of_bound", "% of bound", lambda m, b: m.get("pct_of_bound"), ".1f",
-                      frozenset({"measure"}), after=True))
+    columns: ClassVar[tuple[Column, ...]] = (
+        Column("bound_cycles", "bound", lambda m, b: m.get("bound_cycles"), ".0f", frozenset({"measure"}), after=True),
+        Column("pct_of_bound", "% of bound", lambda m, b: m.get("pct_of_bound"), ".1f", frozenset({"measure"}),
+               after=True))
     resumable = ("timeout_s", "build_workers", "cache_dir", "parallel", "work_dir")
     toolchain = ("nvcc", "simulator")
     charts = staticmethod(report.charts)

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import jinja2
 
 from autodiscovery.interfaces import Chart, Column
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import History
+    from harnesses.reference import ReferenceHarness
 
 WIDE = frozenset({"live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "report", "summary",
                   "prompt"})
@@ -71,7 +76,7 @@ def _tensors(facts: dict) -> list[str]:
     return lines
 
 
-def brief(harness, fingerprint: dict) -> str:
+def brief(harness: ReferenceHarness, fingerprint: dict) -> str:
     from harnesses.hopper_gemm.build import gencode
     from harnesses.reference.settings import TOLERANCE
 
@@ -94,7 +99,7 @@ def brief(harness, fingerprint: dict) -> str:
         triton="triton" in s.languages).rstrip("\n")
 
 
-def hardware(harness, fingerprint: dict, history) -> str:
+def hardware(harness: ReferenceHarness, fingerprint: dict, history: History) -> str:
     eager = sorted(r.metrics["ms"]["eager"] for r in history.records if (r.metrics.get("ms") or {}).get("eager"))
     compiled = sorted(r.metrics["ms"]["compile"] for r in history.records if (r.metrics.get("ms") or {}).get("compile"))
     fp = fingerprint if fingerprint.get("gpu") else {}

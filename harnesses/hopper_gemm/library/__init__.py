@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autodiscovery.toolkit.text import plural
+
+if TYPE_CHECKING:
+    from harnesses.hopper_gemm import HopperGemmHarness
 
 MODULES = [Path(__file__).with_name(n) for n in ("tuned_gemm.py", "tuned_gemm_driver.py")]
 
 
-def export(harness, items: list[dict], folder: Path) -> dict:
+def export(harness: type[HopperGemmHarness], items: list[dict], folder: Path) -> dict:
     """The best kernels of recorded runs (`items`, as `export --library` gathers them) as a library: each
     built for its shape by `harness` (the hopper_gemm harness class) and resolved at it, with what its run
     measured; for a shape tuned twice, the better one. Runs measured on different GPUs are refused."""
