@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,8 +24,9 @@ def say(content: str, prompt_tokens: int = 1000, completion_tokens: int = 200, r
 
 
 def kernel_of(body: dict) -> str:
-    """The kernel a proposal's request asks to change (the first cuda block of its user message)."""
-    return body["messages"][1]["content"].split("```cuda\n", 1)[1].split("\n```", 1)[0]
+    """The kernel a proposal's request asks to change (the first block of its user message fenced as
+    CUDA, or as Python for a Triton file)."""
+    return re.split(r"```(?:cuda|python)\n", body["messages"][1]["content"], maxsplit=1)[1].split("\n```", 1)[0]
 
 
 def edit_lines(hypothesis: str, change: Callable[[str], str], delay: float = 0.0) -> Callable[[dict], dict]:

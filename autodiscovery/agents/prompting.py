@@ -19,6 +19,14 @@ from autodiscovery.store import CandidateStatus
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
 SHOWN = frozenset(CandidateStatus) - {CandidateStatus.proposed}
 """Statuses of the attempts a prompt lists: concluded ones (a proposal still waiting says nothing yet)."""
+
+
+def language(source: str) -> str:
+    """The fence a kernel's code is shown in: `python` for a Triton file (its `@triton.jit` functions),
+    `cuda` for CUDA C++."""
+    return "python" if "@triton.jit" in source else "cuda"
+
+
 def environment() -> jinja2.Environment:
     folder = resources.files("autodiscovery.agents") / "prompts"
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined,
@@ -127,12 +135,14 @@ class PromptBuilder:
         return Parts(attempts, inspirations, lineage)
 
     def _inspiration(self, e: Entry, parent: Record) -> dict:
+        """An inspiration as the prompt shows it: its code whole, or as a diff from the parent where that is
+        shorter."""
         r = e.record
         change = diff(parent.source, r.source, 10**9)
         as_diff = bool(change) and len(change) < len(r.source)
         return {"seq": r.seq, "role": e.role, "family": r.family or "?", "score": self._score(r) or r.status,
                 "build": build_text(r.build, self.harness), "hypothesis": r.hypothesis,
-                "code": change if as_diff else r.source.strip(), "lang": "diff" if as_diff else "cuda"}
+                "code": change if as_diff else r.source.strip(), "lang": "diff" if as_diff else language(r.source)}
 
     def user(self, history: History, draw: Draw, parts: Parts, variant_note: bool) -> str:
         parent, incumbent = draw.parent.record, history.incumbent or draw.parent.record
@@ -140,7 +150,7 @@ class PromptBuilder:
             "hardware": self.harness.hardware(self.fingerprint, history),
             "parent": {"seq": parent.seq, "role": draw.parent.role, "family": parent.family or "?",
                        "score": self._score(parent) or "not measured", "build": build_text(parent.build, self.harness),
-                       "source": parent.source.strip(),
+                       "source": parent.source.strip(), "lang": language(parent.source),
                        "profile": self.harness.prompt_profile(parent.seq, parent.profile) if parent.profile else ""},
             "incumbent": {"seq": incumbent.seq, "score": self._score(incumbent) or "not measured"},
             "from_incumbent": parent.seq == incumbent.seq,
