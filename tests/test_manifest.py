@@ -120,3 +120,24 @@ def test_a_dependent_launch_is_declared_and_the_families_declare_it_with_the_wai
         # every thread waits before any global memory: the wait comes before the roles split
         assert body.index("griddep_wait();") < body.index("const int wg = threadIdx.x / 128;") < body.index("tma_load")
         assert "griddep_wait();" not in off[off.index("extern \"C\" __global__"):]
+
+
+def test_the_fast_parser_reads_every_shipped_manifest_as_pyyamls_own_does():
+    """Manifests are read with libyaml's parser where PyYAML has it: the same data as `yaml.safe_load`, for
+    every seed and every family's default of every shipped space; a broken one is said by PyYAML's own."""
+    import yaml
+
+    from autodiscovery.agents.space import Space
+    from autodiscovery.campaign import SEARCH_SPACES, SEEDS
+    from autodiscovery.toolkit import manifest
+
+    sources = [p.read_text() for p in sorted(SEEDS.rglob("*")) if p.suffix in (".cu", ".py")]
+    for folder in sorted(p.parent for p in SEARCH_SPACES.rglob("families.yaml")):
+        space = Space(folder.name)
+        sources += [space.render(f.name, f.default) for f in space.families.values() if f.template]
+    texts = [m.group(1) or m.group(2) for s in sources if (m := manifest.MANIFEST_RE.search(s))]
+    assert len(texts) > 25
+    for text in texts:
+        assert yaml.load(text, Loader=manifest.FAST_LOADER) == yaml.safe_load(text)
+    with pytest.raises(ManifestError, match=r"line 3: manifest is not valid YAML: "):
+        parse("/* @manifest\nkernel: gemm\nblock: [128, 1\n*/\n")
