@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -138,7 +139,7 @@ class Campaign(Strict):
 
     @field_validator("suite")
     @classmethod
-    def _labels(cls, v):
+    def _labels(cls, v: list[SuiteEntry] | None) -> list[SuiteEntry] | None:
         if v is not None:
             if not v:
                 raise ValueError("a suite names at least one problem")
@@ -193,7 +194,7 @@ def locate(value: str, kind: str, project: Path, base: Path | None) -> tuple[str
     return None, places
 
 
-def _locate_paths(data: dict[str, Any], folder: Path | None, source: str, overrides) -> None:
+def _locate_paths(data: dict[str, Any], folder: Path | None, source: str, overrides: Sequence[str]) -> None:
     """Every path field of `data` (`PATHS`) made one that is found from anywhere, or a CampaignError naming
     every place it was looked for."""
     for keys, project, kind in PATHS:
@@ -242,7 +243,7 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise CampaignError(f"--set {assignment}: the value is not valid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
-def blame(where: str, source: str, overrides: list[str] | tuple[str, ...] = ()) -> str:
+def blame(where: str, source: str, overrides: Sequence[str] = ()) -> str:
     """Who set the field at `where`: the last `--set` that touched it, else the campaign's source."""
     for assignment in reversed(overrides):
         key = assignment.partition("=")[0].strip()
@@ -251,7 +252,7 @@ def blame(where: str, source: str, overrides: list[str] | tuple[str, ...] = ()) 
     return source
 
 
-def _error(exc: ValidationError, source: str, prefix: tuple = (), overrides=()) -> CampaignError:
+def _error(exc: ValidationError, source: str, prefix: tuple = (), overrides: Sequence[str] = ()) -> CampaignError:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in (*prefix, *err["loc"])) or "(top level)"
     more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
@@ -265,7 +266,7 @@ DEFAULT_CAMPAIGN = "hopper-gemm"
 """The campaign of the commands that name none."""
 
 
-def _section(data: dict[str, Any], key: str, where: str, source: str, overrides) -> dict[str, Any]:
+def _section(data: dict[str, Any], key: str, where: str, source: str, overrides: Sequence[str]) -> dict[str, Any]:
     value = data.get(key)
     if value is None:
         return {}
@@ -274,7 +275,7 @@ def _section(data: dict[str, Any], key: str, where: str, source: str, overrides)
     return value
 
 
-def _model(model: type[BaseModel], value: dict, prefix: tuple, source: str, overrides) -> BaseModel:
+def _model(model: type[BaseModel], value: dict, prefix: tuple, source: str, overrides: Sequence[str]) -> BaseModel:
     try:
         return model.model_validate(value)
     except ValidationError as exc:
@@ -305,7 +306,7 @@ def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str
         raise _error(exc, source, (), overrides) from None
 
 
-def _agent(data: dict[str, Any], source: str, overrides) -> AgentSettings:
+def _agent(data: dict[str, Any], source: str, overrides: Sequence[str]) -> AgentSettings:
     """`agent:`: the agent `kind` names, and every section validated by the agent it is named after."""
     from autodiscovery import registry
 

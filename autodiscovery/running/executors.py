@@ -18,7 +18,8 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import ExecutorSettings
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import Harness, HarnessBase
+    from autodiscovery.interfaces import Harness, HarnessBase, Outcome
+    from autodiscovery.toolkit.build import BuildReport
 
 
 class ExecutorError(AutoDiscoveryError):
@@ -91,7 +92,7 @@ class RayHarness:
         """Tasks at once: the cluster's GPUs (or CPUs), at least one."""
         return max(1, int(self.ray.cluster_resources().get(self.unit, 1)))
 
-    def _run(self, task, method: str, *args):
+    def _run(self, task: Any, method: str, *args: Any) -> Any:
         try:
             return self.ray.get(task.remote(self.ref, method, *args))
         except self.ray.exceptions.RayTaskError as exc:
@@ -110,16 +111,16 @@ class RayHarness:
         self.ref = self.ray.put(self.harness)  # the evaluations see what the preflight chose
         return fp | {"executor": f"ray ({self.settings.address or 'local'})"}
 
-    def evaluate(self, source: str, build, bar: float | None = None):
+    def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         return self._run(self.task, "evaluate", source, build, bar)
 
-    def head_to_head(self, challenger, incumbent):
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         return self._run(self.task, "head_to_head", challenger, incumbent)
 
-    def sanitize(self, source: str, build):
+    def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         return self._run(self.task, "sanitize", source, build)
 
-    def build(self, source: str):
+    def build(self, source: str) -> BuildReport:
         if self.settings.build_on == "workers":
             return self._run(self.cpu_task, "build", source)
         return self.harness.build(source)

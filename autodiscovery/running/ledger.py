@@ -7,9 +7,11 @@ import hashlib
 from collections.abc import Callable
 
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from autodiscovery.interfaces import History, Objective, Outcome, Proposal, Record
 from autodiscovery.store import (
+    Build,
     Candidate,
     CandidateStatus,
     Decision,
@@ -47,9 +49,9 @@ BUILD_FACTS = ("registers", "smem_static", "spill_stores", "spill_loads", "stack
 """The compiler's report a build row keeps in columns; a harness's own facts come beside them."""
 
 
-def build_facts(b) -> dict:
-    """What an agent, a table or a harness's column sees of a build (a stored row): the compiler's
-    report and the harness's own facts, in one mapping."""
+def build_facts(b: Build | BuildReport | None) -> dict:
+    """What an agent, a table or a harness's column sees of a build (a stored row, or a report not yet
+    stored): the compiler's report and the harness's own facts, in one mapping."""
     return {**{k: getattr(b, k) for k in BUILD_FACTS}, **(b.facts or {})} if b is not None else {}
 
 
@@ -168,7 +170,7 @@ class Ledger:
         return int(tokens or 0), float(cost or 0.0)
 
     # ---- writing ------------------------------------------------------------------------------
-    def touch(self, s) -> None:
+    def touch(self, s: Session) -> None:
         """Keep the time spent and the lease's heartbeat current, in the same commit as the step."""
         run = row(s, Run, self.run_id)
         run.elapsed_s, run.updated_at, run.heartbeat_at = self.elapsed(), utcnow(), utcnow()
@@ -260,13 +262,13 @@ class Ledger:
                 run.best_candidate_id = c.id  # the seed stays the base the agent edits
             self.touch(s)
 
-    def mark_cut_off(self, s) -> None:
+    def mark_cut_off(self, s: Session) -> None:
         ids = select(Candidate.id).where(Candidate.run_id == self.run_id)
         s.execute(update(Evaluation).where(Evaluation.candidate_id.in_(ids), Evaluation.status == EvalStatus.running)
                   .values(status=EvalStatus.interrupted, log=CUT_OFF))
 
     @writes
-    def open(self, owner: str, claim) -> Run:
+    def open(self, owner: str, claim: Callable[[Session, Run, str], None]) -> Run:
         with self.store.session() as s:
             # The row is locked while the lease is checked and taken (on PostgreSQL; SQLite's single
             # writer serializes this anyway): two processes resuming one run cannot both get it.

@@ -77,7 +77,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
 
 
 def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
-          dry_run: bool = False, stop: Stop | None = None, started=None, from_: str | None = None,
+          dry_run: bool = False, stop: Stop | None = None, started: Callable[[int], None] | None = None, from_: str | None = None,
           campaign: Campaign | None = None, parent_id: int | None = None) -> int:
     """A new run of a campaign (`campaign` when it is already loaded with these overrides); with `from_`
     (RUN[/SEQ]) its seed is that recorded candidate and the campaign is that run's unless one is named."""
@@ -143,7 +143,8 @@ def _flat(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
-           allow_new_toolchain: bool = False, stop: Stop | None = None, started=None) -> int:
+           allow_new_toolchain: bool = False, stop: Stop | None = None,
+           started: Callable[[int], None] | None = None) -> int:
     before = open_run(store, run_id)
     recorded = open_run(store, run_id, overrides)
     campaign, fingerprint_was = recorded.campaign, recorded.fingerprint

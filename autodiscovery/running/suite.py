@@ -12,20 +12,28 @@ recorded at the problems tuned before it, in the order that puts the nearest tun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
 from autodiscovery.interfaces import HarnessBase
+from autodiscovery.running.lease import Stop
+from autodiscovery.running.lifecycle import Display
 from autodiscovery.store import Run, RunStatus, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.text import first_line, plural
+
+MakeHarness = Callable[[Campaign], HarnessBase]
+"""A campaign -> its harness (the registry's, or a stand-in a test gives)."""
 
 
 class SuiteError(AutoDiscoveryError):
     pass
 
 
-def runs_of(s, parent: Run) -> dict[str, Run]:
+def runs_of(s: Session, parent: Run) -> dict[str, Run]:
     """The runs of a suite (in a session) by their problem's label: their campaign name after the suite's."""
     runs = s.query(Run).filter(Run.parent_id == parent.id).order_by(Run.id)
     return {r.campaign.removeprefix(f"{parent.campaign}/"): r for r in runs}
@@ -37,8 +45,9 @@ def children(store: Store, parent_id: int) -> dict[str, int]:
         return {label: r.id for label, r in runs_of(s, row(s, Run, parent_id)).items()}
 
 
-def start(campaign: Campaign, overrides: list[str], store: Store, display, stop, started=None,
-          dry_run: bool = False, progress=lambda _: None, make_harness=None) -> int:
+def start(campaign: Campaign, overrides: list[str], store: Store, display: Display, stop: Stop,
+          started: Callable[[int], None] | None = None, dry_run: bool = False,
+          progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None) -> int:
     """A new suite's run, then each problem's run in turn; returns the suite's run id."""
     with store.session() as s:
         run = Run(campaign=campaign.name, agent=f"suite of {campaign.agent.kind}",
@@ -52,8 +61,9 @@ def start(campaign: Campaign, overrides: list[str], store: Store, display, stop,
                  make_harness=make_harness)
 
 
-def resume(parent_id: int, overrides: list[str], store: Store, display, stop, started=None,
-           allow_new_toolchain: bool = False, progress=lambda _: None, make_harness=None) -> int:
+def resume(parent_id: int, overrides: list[str], store: Store, display: Display, stop: Stop,
+           started: Callable[[int], None] | None = None, allow_new_toolchain: bool = False,
+           progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None) -> int:
     with store.session() as s:
         run = row(s, Run, parent_id)
         dry_run = bool(run.fingerprint.get("dry_run"))
@@ -69,8 +79,9 @@ def is_suite(store: Store, run_id: int) -> bool:
         return run is not None and bool((run.config or {}).get("suite"))
 
 
-def drive(parent_id: int, overrides: list[str], store: Store, display, stop, dry_run: bool = False,
-          allow_new_toolchain: bool = False, progress=lambda _: None, make_harness=None) -> int:
+def drive(parent_id: int, overrides: list[str], store: Store, display: Display, stop: Stop, dry_run: bool = False,
+          allow_new_toolchain: bool = False, progress: Callable[[str], None] = lambda _: None,
+          make_harness: MakeHarness | None = None) -> int:
     """Each problem's run in turn, from the first not finished; `make_harness` (a campaign -> its harness)
     stands in for the registry's."""
     from autodiscovery import registry
