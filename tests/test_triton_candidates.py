@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.space import Space
+from autodiscovery.campaign import SEEDS
 from autodiscovery.cli import app
 from harnesses.reference import ReferenceHarness, manifest, triton_compile
 
@@ -75,6 +76,21 @@ def test_a_campaign_says_which_languages_its_candidates_may_be_in(tmp_path):
     with pytest.raises(manifest.ManifestError, match=r"a Triton candidate: this campaign takes cuda candidates only"):
         harness.check(triton)
     harness.check(camp.seed_path().read_text())  # the CUDA seed is taken
+
+
+def test_a_seed_in_a_language_the_campaign_refuses_is_told_the_seed_beside_it(tmp_path):
+    cli = CliRunner()
+    res = cli.invoke(app, ["--db", str(tmp_path / "r.db"), "run", "--campaign", "softmax", "--dry-run",
+                           "--set", "harness.languages=[triton]", "--set", f"harness.cache_dir={tmp_path}"])
+    assert res.exit_code == 2
+    assert one_line(res.output) == ("error: seed softmax/naive.cu: at softmax: a CUDA candidate: this campaign takes "
+                                    "triton candidates only (harness.languages); its seed naive.cu is CUDA: a Triton "
+                                    "seed beside it is --set seed=softmax/triton.py")
+    cuda_only = ReferenceHarness(campaigns.load("softmax", [f"harness.cache_dir={tmp_path}", "seed=softmax/triton.py",
+                                                       "harness.languages=[cuda]"]))
+    with pytest.raises(manifest.ManifestError, match=r"its seed triton.py is Triton: a CUDA seed beside it is "
+                                                     r"--set seed=softmax/naive.cu$"):
+        cuda_only.check((SEEDS / "softmax" / "triton.py").read_text())
 
 
 def test_the_llm_agent_is_told_of_triton_and_a_whole_triton_file_is_taken_from_a_reply(tmp_path):

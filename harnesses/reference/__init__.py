@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
 from autodiscovery import ROOT, AutoDiscoveryError
-from autodiscovery.campaign import Campaign
+from autodiscovery.campaign import SEEDS, Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox, triton_rule
@@ -78,6 +79,8 @@ class ReferenceHarness(HarnessBase):
         self.cache_dir = cache if cache.is_absolute() else ROOT / cache
         self.cache = BuildCache(self.cache_dir, "kernel.cubin")
         self.build_workers = self.settings.build_workers
+        self.seed_hint = _seed_hint(campaign, self.settings.languages)
+        """Where the campaign's seed is in a language it does not take: the shipped seed that is ('')."""
         self.sms = 132
         self._helpers: str | None = None
         self._meta: tuple[dict, str] | None = None
@@ -152,7 +155,8 @@ class ReferenceHarness(HarnessBase):
         language = "triton" if manifest.is_triton(source) else "cuda"
         if language not in self.settings.languages:
             raise manifest.ManifestError(f"a {'Triton' if language == 'triton' else 'CUDA'} candidate: this campaign takes "
-                                         f"{' and '.join(self.settings.languages)} candidates only (harness.languages)")
+                                         f"{' and '.join(self.settings.languages)} candidates only (harness.languages)"
+                                         f"{self.seed_hint}")
         if language == "triton":
             triton_rule.check(source, "the Triton candidate")
         else:
@@ -338,6 +342,21 @@ class ReferenceHarnessCompile(ReferenceHarness):
 
     objective = _objective("compile")
     columns = report.columns("compile")
+
+
+def _seed_hint(campaign: Campaign, languages: Sequence[str]) -> str:
+    """'; its seed naive.cu is CUDA: a Triton seed beside it is --set seed=softmax/triton.py' where the
+    campaign's seed is in a language it does not take and a seed in one it does lies beside it; else ''."""
+    seed = campaign.seed_path()
+    language = "triton" if seed.suffix == ".py" else "cuda"
+    if language in languages:
+        return ""
+    other = seed.with_name("triton.py" if "triton" in languages else "naive.cu")
+    if not other.is_file():
+        return ""
+    shown = other.relative_to(SEEDS) if other.is_relative_to(SEEDS) else other
+    return (f"; its seed {seed.name} is {'Triton' if language == 'triton' else 'CUDA'}: a "
+            f"{'Triton' if 'triton' in languages else 'CUDA'} seed beside it is --set seed={shown}")
 
 
 def _torch() -> str | None:
