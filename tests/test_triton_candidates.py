@@ -87,7 +87,7 @@ def test_a_seed_in_a_language_the_campaign_refuses_is_told_the_seed_beside_it(tm
                                     "triton candidates only (harness.languages); its seed naive.cu is CUDA: a Triton "
                                     "seed beside it is --set seed=softmax/triton.py")
     cuda_only = ReferenceHarness(campaigns.load("softmax", [f"harness.cache_dir={tmp_path}", "seed=softmax/triton.py",
-                                                       "harness.languages=[cuda]"]))
+                                                            "harness.languages=[cuda]"]))
     with pytest.raises(manifest.ManifestError, match=r"its seed triton.py is Triton: a CUDA seed beside it is "
                                                      r"--set seed=softmax/naive.cu$"):
         cuda_only.check((SEEDS / "softmax" / "triton.py").read_text())
