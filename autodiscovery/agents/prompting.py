@@ -15,6 +15,7 @@ import jinja2
 from autodiscovery.agents.programs import Draw, Entry
 from autodiscovery.interfaces import Briefing, History, Record, columns
 from autodiscovery.store import CandidateStatus
+from autodiscovery.toolkit.manifest import is_triton
 
 LOG_LINES = 12  # lines of a compile error or gate failure shown per attempt
 SHOWN = frozenset(CandidateStatus) - {CandidateStatus.proposed}
@@ -24,7 +25,7 @@ SHOWN = frozenset(CandidateStatus) - {CandidateStatus.proposed}
 def language(source: str) -> str:
     """The fence a kernel's code is shown in: `python` for a Triton file (its `@triton.jit` functions),
     `cuda` for CUDA C++."""
-    return "python" if "@triton.jit" in source else "cuda"
+    return "python" if is_triton(source) else "cuda"
 
 
 def environment() -> jinja2.Environment:

@@ -17,6 +17,11 @@ FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 search reads hundreds of manifests a proposal)."""
 
 
+def is_triton(source: str) -> bool:
+    """Whether a candidate is a Triton file: Python that imports triton, not CUDA C++."""
+    return "@triton.jit" in source and "import triton" in source and "__global__" not in source
+
+
 def read(source: str, model: type[M], error: type[Exception]) -> M:
     """The manifest of `source` as `model`; `error` (one line) where there is none or it does not fit,
     naming the line of the source where the YAML breaks or the offending key is."""

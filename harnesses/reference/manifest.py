@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.toolkit.expr import ExprError, evaluate
-from autodiscovery.toolkit.manifest import read
+from autodiscovery.toolkit.manifest import is_triton, read
 
 MAX_DYNAMIC_SMEM = 232448  # 227 KiB: the most a Hopper block may opt into
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
@@ -106,11 +106,6 @@ def parse(source: str) -> Manifest | TritonManifest:
     if is_triton(source):
         return read(source, TritonManifest, ManifestError)
     return read(source, Manifest, ManifestError)
-
-
-def is_triton(source: str) -> bool:
-    """Whether a candidate is a Triton file: Python that imports triton, not CUDA C++."""
-    return "@triton.jit" in source and "import triton" in source and "__global__" not in source
 
 
 def _value(expr: Expr, names: dict[str, int], what: str) -> int:
