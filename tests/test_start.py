@@ -98,6 +98,30 @@ def test_a_warm_start_from_another_database_rechecks_and_remeasures_its_kernels(
     assert any(c.status == "kept" for c in warm)
 
 
+def test_at_equal_distance_the_runs_own_database_warms_first(tmp_path):
+    """256×8192×28672 is as far from 1024×8192×28672 (M four times) as from 256×4096×14336 (N and K twice):
+    the problem the run's own database tuned (a suite's, just before this one) comes first, whatever the
+    run ids of the two databases; at unequal distance the nearer comes first from either."""
+    from autodiscovery.agents import warm
+
+    own, shipped = Store(tmp_path / "own.db"), Store(tmp_path / "shipped.db")
+    space = SearchAgent(campaigns.load("hopper-gemm")).space
+    cluster = space.families["wgmma_cluster"].default
+    for _ in range(3):  # the shipped database's run ids smaller than the own one's
+        record_run(shipped, (256, 4096, 14336), "wgmma_cluster", cluster | {"BN": 128}, 1.04, gpu=GPU)
+    record_run(own, (4096, 4096, 4096), "wgmma_ws", {}, 1.0, gpu=GPU)
+    record_run(own, (1024, 8192, 28672), "wgmma_cluster", cluster | {"BN": 256}, 1.02, gpu=GPU)
+    record_run(shipped, (256, 8192, 14336), "wgmma_splitk", {}, 1.01, gpu=GPU)
+    problem = warm.Problem("hopper_gemm", campaigns.load("hopper-gemm", ["problem.M=256", "problem.N=8192",
+                           "problem.K=28672"]).problem.model_dump(mode="json"), {"M": 256, "N": 8192, "K": 28672}, GPU)
+    found = warm.bests([(own, None), (shipped, None)], problem, space, 3)
+    assert [(f, k["BN"]) for f, k, _ in found[1:]] == [("wgmma_cluster", 256), ("wgmma_cluster", 128)]
+    assert found[0][0] == "wgmma_splitk"  # 256×8192×14336: K twice, nearer than either
+    assert "at 1024×8192×28672" in found[1][2] and "at 256×4096×14336" in found[2][2]
+    assert [f for f, _, _ in warm.bests([(shipped, None), (own, None)], problem, space, 3)][1:] == \
+        ["wgmma_cluster", "wgmma_cluster"]
+
+
 def test_a_kernel_database_that_cannot_be_read_is_refused_in_one_line(tmp_path):
     import pytest
 

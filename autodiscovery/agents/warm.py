@@ -49,13 +49,15 @@ def kernel_stores(names: list[str]) -> list:
 def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tuple[str, dict[str, Any], str]]:
     """(family, knobs, where it comes from) of the best candidates of the `count` runs nearest `problem`
     (the sum of |log| of the size ratios) among those of the same harness, the same problem but for its
-    sizes, on the same GPU, whose best is a configuration of `space`, distinct configurations only.
+    sizes, on the same GPU, whose best is a configuration of `space`, distinct configurations only. At
+    equal distance the databases come in the order of `sources` (the run's own first: its runs are of this
+    machine and this campaign, a suite's tuned just before this problem for that), then by run.
     `sources`: (store, the run to leave out, or None) for each database read."""
     found = []
-    for store, run_id in sources:
-        found += _bests_in(store, run_id, problem, space)
+    for order, (store, run_id) in enumerate(sources):
+        found += [(distance, order, *rest) for distance, *rest in _bests_in(store, run_id, problem, space)]
     out, seen = [], set()
-    for _, _, family, knobs, where in sorted(found, key=lambda f: f[:2]):
+    for _, _, _, family, knobs, where in sorted(found, key=lambda f: f[:3]):
         if (family, canon(knobs)) in seen:
             continue
         seen.add((family, canon(knobs)))
