@@ -133,3 +133,54 @@ def test_beat_does_nothing_where_no_parent_watches(monkeypatch):
     monkeypatch.delenv(child.BEAT, raising=False)
     child.beat()
     assert sys.modules["autodiscovery.toolkit.child"] is child
+
+
+def recorded_head_to_heads() -> list[tuple[float, float]]:
+    """(the challenger's × cuBLAS over the incumbent's, each measured apart; the head-to-head's ratio) of
+    every head-to-head of the GEMM harness in the databases under docs/, read as they stand."""
+    import json
+    import sqlite3
+
+    from autodiscovery import ROOT
+
+    out = []
+    for db in sorted((ROOT / "docs").glob("**/*.db")):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows = con.execute(
+                "SELECT h.metrics, c.metrics, i.metrics, r.config FROM evaluations h "
+                "JOIN candidates k ON k.id = h.candidate_id JOIN runs r ON r.id = k.run_id "
+                "JOIN evaluations c ON c.candidate_id = h.candidate_id AND c.kind = 'benchmark' AND c.status = 'ok' "
+                "JOIN evaluations i ON i.candidate_id = h.against_id AND i.kind = 'benchmark' AND i.status = 'ok' "
+                "WHERE h.kind = 'head_to_head' AND h.status = 'ok'").fetchall()
+        finally:
+            con.close()
+        for h, c, i, config in rows:
+            h, c, i = json.loads(h), json.loads(c), json.loads(i)
+            if json.loads(config)["harness"]["name"] == "hopper_gemm" and "screened" not in c:
+                out.append((c["ratio"]["median"] / i["ratio"]["median"], h["ratio"]["median"]))
+    return out
+
+
+def test_a_keep_without_a_head_to_head_is_calibrated_on_the_recorded_head_to_heads():
+    """A GEMM campaign keeps a challenger measured apart at `stop.decisive` times the incumbent without a
+    head-to-head. The head-to-head is the truth that rule stands for: in every one recorded under docs/,
+    the ratio measured apart and the head-to-head's differ by less than a third of the way from
+    `decisive` down to `1 + min_gain`, so no challenger kept that way could have lost its head-to-head."""
+    import math
+
+    from autodiscovery import ROOT
+    from autodiscovery import campaign as campaigns
+
+    pairs = recorded_head_to_heads()
+    assert len(pairs) >= 150
+    worst = max(abs(math.log(h / a)) for a, h in pairs)
+    assert 0.01 < worst < 0.03  # two processes' measurements: a few percent apart, never more
+    gemm = [c for c in (campaigns.load(p.stem) for p in sorted((ROOT / "search_spaces").glob("*.yaml")))
+            if c.harness.name == "hopper_gemm"]
+    assert len(gemm) >= 5
+    for c in gemm:
+        assert c.stop.decisive is not None and math.log(c.stop.decisive / (1 + c.stop.min_gain)) > 1.5 * worst, c.name
+    # The rule's reach: the share of the recorded head-to-heads it would have saved, all won by the challenger.
+    saved = [h for a, h in pairs if a >= gemm[0].stop.decisive]
+    assert len(saved) > len(pairs) / 3 and min(saved) > 1 + gemm[0].stop.min_gain
