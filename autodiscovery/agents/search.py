@@ -38,6 +38,7 @@ from autodiscovery.store import CandidateStatus, Store
 from autodiscovery.toolkit.text import canon
 
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
+TPE_POINTS = 1000  # past this many of a family's configurations measured, its untried ones are taken in order
 CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its best is within 5% of it
 class SearchSettings(Strict):
     """`agent.search`: the built-in search over a space of kernel families."""
@@ -297,9 +298,9 @@ class SearchAgent(AgentBase):
     # ---- knob moves -------------------------------------------------------------------------
     def knob_move(self, fam: Family, history: History, pending: list[Proposal],
                   tried: set[tuple[str | None, str]]) -> Proposal | None:
-        """The next configuration of `fam` to try: a neighbour of its best, else TPE's pick, else the first
-        untried valid one (a draw a constraint refuses is told to TPE as a failure and skipped: a refusal
-        would take budget)."""
+        """The next configuration of `fam` to try: a neighbour of its best, else TPE's pick (while the family
+        has at most TPE_POINTS configurations measured), else the first untried valid one (a draw a
+        constraint refuses is told to TPE as a failure and skipped: a refusal would take budget)."""
         best = self._best(fam, history)
         default = dict(fam.default)
         if (best is not None and (fam.name, canon(default)) not in tried and not fam.violations(default, self.shape)
@@ -318,16 +319,17 @@ class SearchAgent(AgentBase):
         points = [(r.knobs, r.score if isinstance(r, Record) else None)  # still being measured: not a failure
                   for r in candidates if self._configured(fam, r)
                   and not (isinstance(r, Record) and r.status == CandidateStatus.proposed)]
-        study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
-                                 history.objective.higher_is_better)
-        seen = {canon(knobs): score for knobs, score in points}
-        seen |= {key: None for f, key in tried if f == fam.name and key not in seen}
-        for trial, knobs in tpe.untried(study, dists, seen, MAX_ASKS):
-            if fam.violations(knobs, self.shape):
-                tried.add((fam.name, canon(knobs)))
-                tpe.tell(study, trial, None)
-                continue
-            return self._knob_proposal(fam, knobs, history)
+        if len(points) <= TPE_POINTS:  # past it TPE's fit costs about a second a draw, and few points are left
+            study, dists = tpe.study(fam.knobs, points, self.seed + len(history.records) + len(pending),
+                                     history.objective.higher_is_better)
+            seen = {canon(knobs): score for knobs, score in points}
+            seen |= {key: None for f, key in tried if f == fam.name and key not in seen}
+            for trial, knobs in tpe.untried(study, dists, seen, MAX_ASKS):
+                if fam.violations(knobs, self.shape):
+                    tried.add((fam.name, canon(knobs)))
+                    tpe.tell(study, trial, None)
+                    continue
+                return self._knob_proposal(fam, knobs, history)
         # TPE keeps landing on tried or invalid points: fall back to the first untried valid one.
         for knobs in fam.valid_configurations(self.shape):
             if (fam.name, canon(knobs)) not in tried:
