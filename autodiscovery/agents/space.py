@@ -34,6 +34,7 @@ PARTIALS = SEEDS / "_shared"
 """Partials every space's templates find by name: PTX helpers for Hopper, vector loads for the reference ops."""
 
 _CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
+_ALL: dict[tuple[str, ...], Any] = {}  # a family's constraints -> one bytecode giving the tuple of their values
 
 
 class Constraint(BaseModel):
@@ -86,8 +87,16 @@ class Family(BaseModel):
         return {**knobs, **{k: self.absent[k] for k in missing}}
 
     def violations(self, knobs: dict[str, Any], shape: dict[str, int]) -> list[str]:
-        """The reasons this configuration is invalid (empty when it is valid)."""
+        """The reasons this configuration is invalid (empty when it is valid). All the constraints are
+        evaluated at once (a walk asks hundreds of thousands of times); where one of them cannot be, each
+        is evaluated on its own, to say which and why."""
         names = {**shape, **knobs}
+        try:
+            values = run(self._all(), "", names)
+        except ExprError:
+            values = None
+        if isinstance(values, tuple):
+            return [f"{c.why} ({c.expr})" for c, ok in zip(self.constraints, values, strict=True) if not ok]
         out = []
         for c in self.constraints:
             try:
@@ -96,6 +105,15 @@ class Family(BaseModel):
             except ExprError as exc:
                 out.append(str(exc))
         return out
+
+    def _all(self):
+        exprs = tuple(c.expr for c in self.constraints)
+        code = _ALL.get(exprs)
+        if code is None:
+            for text in exprs:  # each checked as the single ones are
+                self._code(text)
+            code = _ALL[exprs] = compile("(" + "".join(f"({e}), " for e in exprs) + ")", "<constraints>", "eval")
+        return code
 
     @staticmethod
     def _code(text: str):

@@ -20,6 +20,7 @@ def cdiv(a: int, b: int) -> int:
 
 
 FUNCTIONS: dict[str, Callable[..., int]] = {"cdiv": cdiv, "min": min, "max": max}
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, **FUNCTIONS}  # what an expression sees besides its names
 BINARY: dict[type[ast.operator], Callable[[Any, Any], int]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
@@ -121,7 +122,7 @@ def compiled(text: str):
 def run(code, text: str, names: Mapping[str, int | str]) -> int | bool:
     """Evaluate what `compiled` made."""
     try:
-        return eval(code, {"__builtins__": {}, **FUNCTIONS}, dict(names))
+        return eval(code, _GLOBALS, names if type(names) is dict else dict(names))
     except NameError as exc:
         raise ExprError(f"'{text}': unknown name ({exc})") from None
     except (ZeroDivisionError, TypeError) as exc:
