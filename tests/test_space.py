@@ -109,15 +109,6 @@ def test_constraints_reject_with_reasons(space):
     assert reasons and all("(" in r for r in reasons)
 
 
-@needs_nvcc
-def test_family_defaults_compile_without_spills(space, tmp_path):
-    builder = Builder(tmp_path)
-    for fam in space.ladder():
-        report = builder.build(space.render(fam.name, fam.default), "gemm")
-        assert report.ok, f"{fam.name}: {report.log[-2000:]}"
-        assert report.spill_stores == 0 and report.spill_loads == 0, fam.name
-
-
 def rec(seq, family, knobs, score, kept=False, status=None):
     return Record(seq=seq, family=family, knobs=knobs, status=status or ("kept" if kept else "reverted"),
                   score=score, kept=kept, source_hash=f"h{seq}")
@@ -175,8 +166,9 @@ def test_close_families_take_turns_after_patience():
 
 
 @needs_nvcc
-def test_a_sample_of_valid_configurations_compiles_without_spills(space, tmp_path):
-    """Constraints let through only what builds: two valid configurations a family, drawn with a seed."""
+def test_family_defaults_and_a_sample_of_valid_configurations_compile_without_spills(space, tmp_path):
+    """Every family's default builds without spills, and constraints let through only what builds: one
+    other valid configuration a family, drawn with a seed (the seed naive.cu beside them)."""
     import random
     from concurrent.futures import ThreadPoolExecutor
 
@@ -184,9 +176,10 @@ def test_a_sample_of_valid_configurations_compiles_without_spills(space, tmp_pat
     builder = Builder(tmp_path)
     picks = []
     for fam in space.ladder():
+        picks.append((fam.name, fam.default))
         if fam.knobs:
             valid = [k for k in valid_configurations(fam, SHAPE) if k != fam.default]
-            picks += [(fam.name, k) for k in rng.sample(valid, 2)]
+            picks += [(fam.name, k) for k in rng.sample(valid, 1)]
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda p: builder.build(space.render(*p), "gemm"), picks))
     for (name, knobs), report in zip(picks, reports):
