@@ -45,11 +45,10 @@ __device__ __forceinline__ float from_bf16(u16 b) { return __uint_as_float(((u32
 
 // Element `i` of a matrix with `cols` columns (K); `flip` is 1 for B, whose signs alternate along K.
 __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int flip) {
-  u64 h = mix64(seed ^ mix64(i));
+  u64 h = mix64(seed + i * 0x9E3779B97F4A7C15ull);  // SplitMix64's i-th output from the seed: one mix
   float u1 = (float)(h >> 40) * (1.0f / 16777216.0f);              // [0, 1), 24 bits
   float u2 = (float)((h >> 16) & 0xFFFFFFull) * (1.0f / 16777216.0f);
   float j = floorf(u1 * 9.0f) - 4.0f;                               // -4..4
-  u64 k = i % cols;
   float x;
   if (dist == DIST_NORMAL) {
     x = sqrtf(-2.0f * logf(u1 + 2.98e-8f)) * __cosf(6.2831853f * u2);
@@ -59,6 +58,7 @@ __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int fli
   } else if (dist == DIST_BLOCKS) {
     x = 15.0f + 0.25f * j;
     if (flip) {
+      u64 k = i % cols;  // a 64-bit division: only where the column matters
       if (k >= cols / 512 * 512) {  // a tail shorter than a +/- pair of blocks: small values, never zero
         float m = floorf(u1 * 8.0f);
         x = 0.25f * (fmodf(m, 4.0f) + 1.0f) * (m < 4.0f ? 1.0f : -1.0f);
@@ -68,7 +68,7 @@ __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int fli
     }
   } else if (dist == DIST_HALVES) {
     x = 8.0f + 0.25f * j;
-    if (flip && k >= cols / 2) x = -x;
+    if (flip && i % cols >= cols / 2) x = -x;
   } else {
     x = 2.0f * u1 - 1.0f;
   }
@@ -76,16 +76,36 @@ __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int fli
   return (b & 0x7FFFu) ? b : (u16)0x3380u;  // never zero: 2^-24
 }
 
+// Eight elements a thread a step, one 16-byte access, where the buffer starts on 16 bytes (the tail, or
+// all of a buffer that does not, one element at a time).
 extern "C" __global__ void fill(u16* __restrict__ out, u64 n, u64 seed, int dist, u64 cols, int flip) {
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    out[i] = draw(seed, i, dist, cols, flip);
+  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+  const u64 n8 = ((unsigned long long)out & 15) ? 0 : n / 8;
+  for (u64 v = first; v < n8; v += stride) {
+    u32 w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      w[q] = draw(seed, v * 8 + 2 * q, dist, cols, flip) | ((u32)draw(seed, v * 8 + 2 * q + 1, dist, cols, flip) << 16);
+    reinterpret_cast<uint4*>(out)[v] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  for (u64 i = n8 * 8 + first; i < n; i += stride) out[i] = draw(seed, i, dist, cols, flip);
 }
 
 extern "C" __global__ void verify(const u16* __restrict__ in, u64 n, u64 seed, int dist, u64 cols, int flip,
                                   u64* __restrict__ mismatches) {
+  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+  const u64 n8 = ((unsigned long long)in & 15) ? 0 : n / 8;
   u64 bad = 0;
-  for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-    bad += in[i] != draw(seed, i, dist, cols, flip);
+  for (u64 v = first; v < n8; v += stride) {
+    const uint4 got = reinterpret_cast<const uint4*>(in)[v];
+    const u32 w[4] = {got.x, got.y, got.z, got.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      bad += (u16)w[q] != draw(seed, v * 8 + 2 * q, dist, cols, flip);
+      bad += (u16)(w[q] >> 16) != draw(seed, v * 8 + 2 * q + 1, dist, cols, flip);
+    }
+  }
+  for (u64 i = n8 * 8 + first; i < n; i += stride) bad += in[i] != draw(seed, i, dist, cols, flip);
   for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xFFFFFFFFu, bad, o);
   if ((threadIdx.x & 31) == 0 && bad) atomicAdd(mismatches, bad);
 }
