@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from autodiscovery.interfaces import History, Objective, Outcome, Proposal, Record
 from autodiscovery.store import (
@@ -121,9 +121,12 @@ class Ledger:
     # ---- reading ------------------------------------------------------------------------------
     def candidates(self) -> list[Candidate]:
         with self.store.session() as s:
-            cands = list(s.scalars(select(Candidate).where(Candidate.run_id == self.run_id).order_by(Candidate.seq)))
+            # Each relation in one query for the whole run (not a query a candidate): the history is read
+            # again after every write.
+            cands = list(s.scalars(select(Candidate).where(Candidate.run_id == self.run_id).order_by(Candidate.seq)
+                                   .options(selectinload(Candidate.evaluations), selectinload(Candidate.decision),
+                                            selectinload(Candidate.build), selectinload(Candidate.parent))))
             for c in cands:
-                _ = c.evaluations, c.decision, c.build, c.parent  # load while the session is open
                 if c.parent is not None and c.parent.run_id != c.run_id:
                     _ = c.parent.evaluations  # a --from seed's profile is its origin's
             return cands
