@@ -114,11 +114,17 @@ def offline_agent(campaign, cache_dir: Path):
 
     agent = CodesignAgent(campaign)
     agent.nvcc, agent.ptx_dir = None, Path(cache_dir) / "ptx"
+    recorded_ptx(agent)
+    return agent
+
+
+def recorded_ptx(agent) -> None:
+    """The recorded kernels' PTX facts written where `agent` keeps them, as its own compiles would leave
+    them: a run at 512³ then compiles only kernels the recording lacks."""
     for kernel in json.loads(MODEL_DATA.read_text())["kernels"]:
         path = agent.facts_path(kernel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(recorded_facts(kernel)))
-    return agent
 
 
 @dataclass

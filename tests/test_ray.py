@@ -55,6 +55,10 @@ def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluste
     store = Store(tmp_path / "ray.db")
     overrides = [*AT_512, "executor.kind=ray", "agent.codesign.phases={B: 4, C: 1, D: 3, E_kernels: 1, E_archs: 1}",
                  f"harness.cache_dir={tmp_path / 'cache'}", "agent.codesign.shortlist=4"]
+    from harnesses.accelsim.agent import CodesignAgent
+    from replay import recorded_ptx
+
+    recorded_ptx(CodesignAgent(campaigns.load("edge-codesign", overrides)))  # the model's PTX facts, not nvcc's
     run_id = runner.start("edge-codesign", overrides, store, harness=KilledOnce(marks=str(marks), sim_seconds=0.2))
     shown = report.show_run(store, run_id)
     assert shown["status"] == "finished" and shown["fingerprint"]["executor"] == "ray (local)"
