@@ -14,8 +14,8 @@ ray = pytest.importorskip("ray", reason="Ray is an extra: pip install -e '.[ray]
 from conftest import needs_nvcc  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
-from autodiscovery.review import report
-from autodiscovery.running import runner  # noqa: E402
+from autodiscovery.review import report  # noqa: E402
+from autodiscovery.running import executors, runner  # noqa: E402
 from autodiscovery.store import Store  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -38,7 +38,8 @@ def cluster():
     """A local cluster of 2 CPUs and 2 (logical) GPUs; its workers import the tests' modules too."""
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(TESTS.parent), before or ""])
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             _system_config=executors.WORKER_CONFIG)
     yield ray.cluster_resources()
     ray.shutdown()
     if before is None:
@@ -55,8 +56,9 @@ def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluste
     store = Store(tmp_path / "ray.db")
     overrides = [*AT_512, "executor.kind=ray", "agent.codesign.phases={B: 4, C: 1, D: 3, E_kernels: 1, E_archs: 1}",
                  f"harness.cache_dir={tmp_path / 'cache'}", "agent.codesign.shortlist=4"]
-    from harnesses.accelsim.agent import CodesignAgent
     from replay import recorded_ptx
+
+    from harnesses.accelsim.agent import CodesignAgent
 
     recorded_ptx(CodesignAgent(campaigns.load("edge-codesign", overrides)))  # the model's PTX facts, not nvcc's
     run_id = runner.start("edge-codesign", overrides, store, harness=KilledOnce(marks=str(marks), sim_seconds=0.2))

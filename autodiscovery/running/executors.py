@@ -26,6 +26,11 @@ class ExecutorError(AutoDiscoveryError):
     pass
 
 
+WORKER_CONFIG = {"worker_niceness": 0}
+"""The system settings of a local cluster the run starts: workers at the driver's priority, not Ray's
+niceness 15 (under another job's load, a worker at 15 gets a fortieth of a core's share)."""
+
+
 def wrap(harness: HarnessBase, settings: ExecutorSettings) -> Harness:
     """The harness as the loop should use it under these executor settings."""
     # RayHarness is a proxy: what it does not do itself is the harness's own (`__getattr__`).
@@ -75,9 +80,12 @@ class RayHarness:
             raise ExecutorError("executor.kind is ray but Ray is not installed: pip install -e '.[ray]'") from None
         self.ray, self.harness, self.settings = ray, harness, settings
         if not ray.is_initialized():
+            # A cluster this process starts runs its workers at the driver's priority: Ray's default
+            # (niceness 15) starves the processes that build and time kernels on a busy machine.
+            own = {} if settings.address or os.environ.get("RAY_ADDRESS") else {"_system_config": WORKER_CONFIG}
             try:
                 ray.init(address=settings.address, include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, ignore_reinit_error=True)
+                         configure_logging=False, ignore_reinit_error=True, **own)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = settings.address or "a new local cluster"
                 raise ExecutorError(f"cannot reach the Ray cluster at {where}: {' '.join(str(exc).split())[:300]}") from None
