@@ -68,9 +68,11 @@ def test_each_tool_checks_the_candidates_kernels_by_name_but_initcheck_every_ker
     assert "--padding" not in r
 
 
-def stand_in(tmp_path: Path, reports: dict[str, str], exit_codes: dict[str, int] | None = None) -> str:
+def stand_in(tmp_path: Path, reports: dict[str, str], exit_codes: dict[str, int] | None = None,
+             hang: tuple[str, ...] = ()) -> str:
     """An executable in compute-sanitizer's place (it runs where there is no GPU): it runs the child,
-    then prints the tool's report (a recorded one) and exits as compute-sanitizer does."""
+    then prints the tool's report (a recorded one) and exits as compute-sanitizer does (the tools in
+    `hang` print theirs and then hang)."""
     path = tmp_path / "compute-sanitizer"
     path.write_text(f"""#!{sys.executable}
 import subprocess, sys
@@ -81,7 +83,10 @@ while child and child[0].startswith("--"):
     child = child[2:]
 subprocess.run(child)
 reports, codes = {json.dumps(reports)}, {json.dumps(exit_codes or {})}
-print(reports.get(tool, "========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors"))
+print(reports.get(tool, "========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors"), flush=True)
+if tool in {list(hang)!r}:
+    import time
+    time.sleep(600)
 sys.exit(codes.get(tool, 0))
 """)
     path.chmod(0o755)
@@ -111,6 +116,27 @@ def test_a_tool_that_did_not_check_is_no_clean_bill(tmp_path):
     exe = stand_in(tmp_path, {"racecheck": "========= COMPUTE-SANITIZER\nbad option"}, {"racecheck": 1})
     out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["rowsum"], timeout_s=60)
     assert out.status == "crashed" and out.metrics["tools"]["racecheck"]["status"] == "failed"
+
+
+RACECHECK_CUT = """========= COMPUTE-SANITIZER
+========= Error: Potential RAW hazard detected at __shared__ 0x840 in block (28,1,0) :
+=========     Write Thread (0,0,0) at gemm+0x300
+=========     Read Thread (0,14,0) at gemm+0x310
+=========     Current Value : 0
+"""
+
+
+def test_what_a_tool_found_before_its_time_ran_out_is_a_finding(tmp_path):
+    """racecheck on a kernel that races everywhere can run past its time after its first reports: the
+    hazards it reported stand (the candidate is refused for them), and the tool is marked as cut off."""
+    exe = stand_in(tmp_path, {"racecheck": RACECHECK_CUT}, hang=("racecheck",))
+    out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["gemm"], timeout_s=3)
+    race = out.metrics["tools"]["racecheck"]
+    assert out.status == "incorrect" and race["status"] == "findings" and race["timed_out"], out.log
+    assert out.log.startswith("compute-sanitizer found 1 error(s): racecheck: Error: Potential RAW hazard")
+    exe = stand_in(tmp_path, {"racecheck": "========= COMPUTE-SANITIZER"}, hang=("racecheck",))
+    out = sanitize.run(exe, child(tmp_path), tmp_path, {}, ["gemm"], timeout_s=3)
+    assert out.status == "timeout" and out.metrics["tools"]["racecheck"]["status"] == "timeout"
 
 
 def campaign(tmp_path: Path, harness: str) -> Path:

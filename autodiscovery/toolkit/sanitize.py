@@ -118,7 +118,8 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
     """Every tool on `argv` (an evaluation child whose last argument is its result file, with `{tool}` in
     it), side by side. `ok` only where every tool ran to its end, the child launched the candidate
     (its result says `ok`) and no tool found anything in the candidate's kernels; `incorrect` with the
-    findings; `timeout` where a tool ran out of time first; `crashed` where a tool or the child failed
+    findings (a tool's findings count where it ran out of time after them); `timeout` where a tool ran
+    out of time first; `crashed` where a tool or the child failed
     without a finding (a sanitizer that did not check is no clean bill)."""
     env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
@@ -136,10 +137,10 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
         findings += mine
         child = _result(argv[-1].replace("{tool}", tool))
         summary = any(marker in fin.output for marker in ("ERROR SUMMARY", "RACECHECK SUMMARY"))
-        if fin.timed_out:
-            status = "timeout"
-        elif mine:
+        if mine:  # what a tool found before it ran out of time is found all the same
             status = "findings"
+        elif fin.timed_out:
+            status = "timeout"
         elif fin.returncode not in (0, EXIT_ON_ERROR) or not summary or child.get("status") != EvalStatus.ok:
             status = "failed"
             failed.append(f"{tool}: " + (f"the child said {child.get('status')}: {first_line(child.get('log', ''))}"
@@ -148,6 +149,8 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
         else:
             status = "clean"
         tools_out[tool] = {"status": status, "errors": len(mine), "seconds": round(fin.seconds, 2)}
+        if fin.timed_out:
+            tools_out[tool]["timed_out"] = True
         logs.append(f"--- {tool}: {status} ({fin.seconds:.1f} s)\n" + tail(fin.output, 60))
     seconds = max((fin.seconds for _, fin in done), default=0.0)
     metrics = {"tools": tools_out, "findings": [f.line() for f in findings[:20]], "kernels": kernels}
