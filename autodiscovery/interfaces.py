@@ -154,7 +154,8 @@ class Harness(Protocol):
 
     def fit(self, source: str, knobs: dict | None = None) -> Fit | None:
         """How a configuration fits the problem, before anything is built (the search agent orders its
-        moves by it); None where the harness has no model (`HarnessBase`'s)."""
+        moves by it); None where the harness has no model (`HarnessBase`'s). It reads the manifest: a
+        search gives it the source rendered up to the end of its manifest (`Space.head`)."""
 
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
         """The candidate under a memory and race checker, before it is kept: `ok` lets the keep stand,
@@ -373,7 +374,8 @@ class HarnessBase:
 
     def fit(self, source: str, knobs: dict | None = None) -> Fit | None:
         """How a configuration of a search space fits the campaign's problem, before anything is built (a
-        `Fit`): the search agent starts a family where the fit is best. None: the harness has no model."""
+        `Fit`): the search agent starts a family where the fit is best. None: the harness has no model.
+        `source` may end with the manifest (`Space.head`): a fit reads the manifest only."""
         return None
 
 

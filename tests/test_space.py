@@ -254,3 +254,31 @@ def test_valid_configurations_are_the_product_filtered_by_the_constraints(space,
         every = [k for k in fam.configurations() if not fam.violations(k, shape)]
         assert list(fam.valid_configurations(shape)) == every, fam.name
         assert every or fam.name == "naive", fam.name
+
+
+@pytest.mark.parametrize("name", sorted(p.parent.name for p in campaigns.SEARCH_SPACES.glob("*/families.yaml")))
+def test_the_head_a_fit_reads_is_the_whole_sources_manifest(name):
+    """A fit reads the source rendered up to the end of its manifest (`Space.head`): for every templated
+    family of every shipped space, at its default and at configurations drawn from its product, the head
+    begins the whole render and holds its manifest, character for character."""
+    from autodiscovery.agents.space import SpaceError
+    from autodiscovery.toolkit.manifest import MANIFEST_RE
+
+    space, rng = Space(name), random.Random(3)
+    for fam in space.ladder():
+        if not fam.template:
+            continue
+        assert space._head(fam.template) is not None, fam.name  # the shipped templates are all cut short
+        draws = [fam.default] + [{k: rng.choice(v) for k, v in fam.knobs.items()} for _ in range(40)]
+        compared = 0
+        for knobs in draws:
+            try:
+                whole = space.render(fam.name, knobs)
+            except SpaceError:
+                continue  # a configuration the template refuses
+            head = space.head(fam.name, knobs)
+            manifest = MANIFEST_RE.search(whole)
+            assert manifest and whole.startswith(head) and len(head) == manifest.end(), (fam.name, knobs)
+            assert len(head) < len(whole)
+            compared += 1
+        assert compared >= 10, fam.name

@@ -157,7 +157,7 @@ class SearchAgent(AgentBase):
         out = []
         for family, knobs, where in bests:
             fam = self.space.families[family]
-            fitted = harness.fit(self.space.render(family, knobs), knobs) if harness is not None else None
+            fitted = harness.fit(self.space.head(family, knobs), knobs) if harness is not None else None
             here = f" Here: {fitted.describe()}." if fitted is not None else ""
             out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
                                        f"nearby problem.{here}"))

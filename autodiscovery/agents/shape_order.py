@@ -95,7 +95,7 @@ class ShapeOrder:
             return None
         key = (id(self.harness), fam.name, canon(knobs))
         if key not in self._fits:
-            self._fits[key] = self.harness.fit(self.space.render(fam.name, knobs), knobs)
+            self._fits[key] = self.harness.fit(self.space.head(fam.name, knobs), knobs)
         return self._fits[key]
 
     def settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:
@@ -118,13 +118,27 @@ class ShapeOrder:
 
     def repaired(self, fam: Family, moved: dict[str, Any], keep: set[str]) -> dict[str, Any] | None:
         """`moved` made valid by changing one knob outside `keep` (nearest value first), else two; None
-        where that does not do."""
+        where that does not do. Only knobs that every violated constraint leaves a way to satisfy are
+        tried: a change must move a knob each of them names (one that names only `keep` has no repair)."""
         free = [k for k in fam.knobs if k not in keep]
+        refusing = fam.refusing(moved, self.shape)
+        if refusing is not None:
+            if any(not (named - keep) for named in refusing):
+                return None
+            def covers(*ks: str) -> bool:
+                return all(named.intersection(ks) for named in refusing)
+        else:
+            def covers(*ks: str) -> bool:
+                return True
         for k in free:
+            if not covers(k):
+                continue
             for v in nearest_others(fam, k, moved.get(k)):
                 if not fam.violations(fixed := {**moved, k: v}, self.shape):
                     return fixed
         for k1, k2 in itertools.combinations(free, 2):
+            if not covers(k1, k2):
+                continue
             for v1, v2 in itertools.product(nearest_others(fam, k1, moved.get(k1)),
                                               nearest_others(fam, k2, moved.get(k2))):
                 if not fam.violations(fixed := {**moved, k1: v1, k2: v2}, self.shape):

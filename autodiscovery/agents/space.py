@@ -35,6 +35,7 @@ PARTIALS = SEEDS / "_shared"
 
 _CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
 _ALL: dict[tuple[str, ...], Any] = {}  # a family's constraints -> one bytecode giving the tuple of their values
+_NAMED: dict[tuple[str, str], frozenset[str]] = {}  # (family, constraint) -> the knobs it names
 
 
 class Constraint(BaseModel):
@@ -105,6 +106,25 @@ class Family(BaseModel):
             except ExprError as exc:
                 out.append(str(exc))
         return out
+
+    def refusing(self, knobs: dict[str, Any], shape: dict[str, int]) -> list[frozenset[str]] | None:
+        """The knobs each constraint this configuration violates names (empty when it is valid; None
+        where the constraints cannot be evaluated at once). A change of knobs that a violated constraint
+        does not name leaves it violated: a repair must move at least one knob of each."""
+        try:
+            values = run(self._all(), "", {**shape, **knobs})
+        except ExprError:
+            return None
+        if not isinstance(values, tuple):
+            return None
+        return [self._named(c.expr) for c, ok in zip(self.constraints, values, strict=True) if not ok]
+
+    def _named(self, text: str) -> frozenset[str]:
+        key = (self.name, text)
+        named = _NAMED.get(key)
+        if named is None:
+            named = _NAMED[key] = frozenset(k for k in self.knobs if k in self._code(text).co_names)
+        return named
 
     def _all(self):
         exprs = tuple(c.expr for c in self.constraints)
@@ -211,8 +231,13 @@ class Space:
 
     def __getstate__(self) -> dict:
         """Picklable (an executor sends the agent or a harness holding it to its workers): the template
-        environment, which holds weak references, is made again where it is needed."""
-        return {k: v for k, v in self.__dict__.items() if k != "env"}
+        environment, which holds weak references, and its templates are made again where they are needed."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("env", "_heads")}
+
+    @cached_property
+    def _heads(self) -> dict[str, jinja2.Template | None]:
+        """Each template's text up to the end of its manifest, compiled (None: it cannot be rendered alone)."""
+        return {}
 
     @cached_property
     def env(self) -> jinja2.Environment:
@@ -234,6 +259,33 @@ class Space:
             return self.env.get_template(fam.template).render(**knobs)
         except jinja2.TemplateError as exc:
             raise SpaceError(f"{family}: template {fam.template} failed to render: {exc}") from None
+
+    def head(self, family: str, knobs: dict[str, Any]) -> str:
+        """The source rendered up to the end of its manifest: what a harness's fit reads, at a fraction of
+        a whole kernel's rendering (a search asks for hundreds of fits a proposal). The whole source where
+        the template's manifest cannot be rendered alone."""
+        fam = self.families[family]
+        tpl = self._head(fam.template) if fam.template else None
+        if tpl is None:
+            return self.render(family, knobs)
+        try:
+            return tpl.render(**knobs)
+        except jinja2.TemplateError:
+            return self.render(family, knobs)
+
+    def _head(self, name: str) -> jinja2.Template | None:
+        if name not in self._heads:
+            self._heads[name] = None
+            text, _, _ = self.env.loader.get_source(self.env, name)  # type: ignore[union-attr]
+            start = text.find("@manifest")
+            close = "*/" if text.rfind("/*", 0, start) > text.rfind('"""', 0, start) else '"""'
+            end = text.find(close, start + 1) if start >= 0 else -1
+            if end >= 0:
+                try:
+                    self._heads[name] = self.env.from_string(text[:end + len(close)])
+                except jinja2.TemplateSyntaxError:  # a manifest inside a block the cut leaves open
+                    pass
+        return self._heads[name]
 
     def family_of_source(self, source: str) -> str | None:
         """The family whose file, or whose template at its default configuration, is exactly `source`

@@ -4,6 +4,8 @@ model (each harness says what its launches are)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from typing import TypeVar
 
@@ -32,7 +34,7 @@ def read(source: str, model: type[M], error: type[Exception]) -> M:
     text = match.group(group)
     first = source[:match.start(group)].count("\n")  # the source line (0-based) the YAML's first line is on
     try:
-        data = yaml.load(text, Loader=FAST_LOADER)
+        data = _fresh(_loaded(text))  # a copy: the caller's model may keep and change what it is given
     except yaml.YAMLError:
         data = _pure(text, first, error)
     if not isinstance(data, dict):
@@ -44,6 +46,22 @@ def read(source: str, model: type[M], error: type[Exception]) -> M:
         where = ".".join(str(p) for p in err["loc"])
         line = _line_of(yaml.compose(text), err["loc"])
         raise error(f"line {first + line + 1}: manifest: {where}: {err['msg']}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _loaded(text: str) -> object:
+    """A manifest's YAML, read once: a search renders the same manifest for many settings of knobs it does
+    not state (nine in ten of the fits a proposal asks for)."""
+    return yaml.load(text, Loader=FAST_LOADER)
+
+
+def _fresh(data: object) -> object:
+    """YAML's data with mappings and lists of its own (the scalars it reads are immutable)."""
+    if isinstance(data, dict):
+        return {k: _fresh(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_fresh(v) for v in data]
+    return copy.deepcopy(data) if isinstance(data, set) else data
 
 
 def _pure(text: str, first: int, error: type[Exception]) -> object:
