@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 
 import pytest
 from conftest import HAS_GPU, needs_nvcc
@@ -18,12 +20,22 @@ from autodiscovery.store import Store
 cli = CliRunner()
 
 
-@pytest.fixture
-def db(tmp_path):
-    path = tmp_path / "cli.db"
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One replayed run, recorded once for the module."""
+    path = tmp_path_factory.mktemp("cli") / "cli.db"
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", "stop.target=5"])
     harness = ReplayHarness(SearchAgent(campaign).space)
     runner.start("hopper-gemm", ["budget.candidates=6", "stop.target=5"], Store(path), harness=harness)
+    return path
+
+
+@pytest.fixture
+def db(recorded, tmp_path):
+    """A copy of the recorded run's database of the test's own (a test may write to it)."""
+    path = tmp_path / "cli.db"
+    with closing(sqlite3.connect(recorded)) as src, closing(sqlite3.connect(path)) as dst:
+        src.backup(dst)
     return str(path)
 
 

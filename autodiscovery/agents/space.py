@@ -8,6 +8,7 @@ by name (`{% include "_hopper.cuh.j2" %}`); a file of that name beside the templ
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator
 from functools import cached_property
@@ -36,6 +37,16 @@ PARTIALS = SEEDS / "_shared"
 _CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
 _ALL: dict[tuple[str, ...], Any] = {}  # a family's constraints -> one bytecode giving the tuple of their values
 _NAMED: dict[tuple[str, str], frozenset[str]] = {}  # (family, constraint) -> the knobs it names
+
+
+@functools.lru_cache(maxsize=64)
+def _environment(seeds: Path, files: tuple[str, ...]) -> jinja2.Environment:
+    """The templates of a seed folder (and the shared partials), one environment a folder and its list of
+    files for the process: compiled templates are kept (compiling a space's templates takes longer than
+    rendering them); a template changed on disk is compiled again (Jinja's auto-reload), and a file added
+    beside the templates (one that shadows a shared partial) makes a new environment for a new Space."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader([seeds, PARTIALS]), undefined=jinja2.StrictUndefined,
+                              keep_trailing_newline=True)
 
 
 class Constraint(BaseModel):
@@ -231,7 +242,7 @@ class Space:
 
     def __getstate__(self) -> dict:
         """Picklable (an executor sends the agent or a harness holding it to its workers): the template
-        environment, which holds weak references, and its templates are made again where they are needed."""
+        environment and the templates cut at their manifests are made again where they are needed."""
         return {k: v for k, v in self.__dict__.items() if k not in ("env", "_heads")}
 
     @cached_property
@@ -241,10 +252,8 @@ class Space:
 
     @cached_property
     def env(self) -> jinja2.Environment:
-        return jinja2.Environment(
-            loader=jinja2.FileSystemLoader([self.seeds, PARTIALS]), undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-        )
+        seeds = Path(self.seeds)
+        return _environment(seeds, tuple(sorted(p.name for p in seeds.iterdir())) if seeds.is_dir() else ())
 
     def ladder(self) -> list[Family]:
         return sorted(self.families.values(), key=lambda f: f.rung)
