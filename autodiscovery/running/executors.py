@@ -28,7 +28,8 @@ class ExecutorError(AutoDiscoveryError):
 
 WORKER_CONFIG = {"worker_niceness": 0}
 """The system settings of a local cluster the run starts: workers at the driver's priority, not Ray's
-niceness 15 (under another job's load, a worker at 15 gets a fortieth of a core's share)."""
+niceness 15 (beside a busy process at the default priority, a worker at 15 gets about a thirtieth of the
+CPU)."""
 
 
 def wrap(harness: HarnessBase, settings: ExecutorSettings) -> Harness:

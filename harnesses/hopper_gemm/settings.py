@@ -94,7 +94,7 @@ class Settings(HarnessSettings):
     initcheck: a process each, side by side) at a shape of at most about 2048 a side that keeps the
     shape's remainders; a finding blocks the keep. compute-sanitizer is found on PATH or beside nvcc."""
     sanitize_timeout_s: float = Field(300.0, gt=0)
-    """Hard limit for each compute-sanitizer tool's process (a tool that runs out finds nothing: no keep)."""
+    """Hard limit for each compute-sanitizer tool's process (a tool that runs out blocks the keep; what it found before stands)."""
     nvcc_flags: list[str] = ["-O3", "-std=c++17"]
     """Flags for every build, besides the target and the report flags."""
     arch: str = "sm_90a"

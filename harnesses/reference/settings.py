@@ -97,7 +97,7 @@ class Settings(HarnessSettings):
     initcheck: a process each, side by side), every buffer an allocation of its own; a finding blocks the
     keep. compute-sanitizer is found on PATH or beside nvcc."""
     sanitize_timeout_s: float = Field(600.0, gt=0)
-    """Hard limit for each compute-sanitizer tool's process (a tool that runs out finds nothing: no keep)."""
+    """Hard limit for each compute-sanitizer tool's process (a tool that runs out blocks the keep; what it found before stands)."""
     nvcc: str = "nvcc"
     nvcc_flags: list[str] = ["-O3", "-std=c++17"]
     arch: str = "sm_90a"
