@@ -33,6 +33,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip)
+    # The longest tests first (in their order otherwise), so that the workers of `-n auto` end together
+    # rather than one running a long test alone at the end.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 needs_nvcc = pytest.mark.skipif(not HAS_NVCC, reason="needs nvcc")

@@ -82,6 +82,7 @@ def uninterrupted(tmp_path_factory) -> list[tuple]:
     [("commit", 9)],                            # while writing
     [("committed", 14), ("commit", 30)],        # right after a write, then while writing
 ])
+@pytest.mark.long
 def test_a_run_cut_off_anywhere_resumes_as_the_same_run(tmp_path, uninterrupted, kills):
     db = tmp_path / "cut.db"
     for step, n in kills:
@@ -98,6 +99,7 @@ def test_a_run_cut_off_anywhere_resumes_as_the_same_run(tmp_path, uninterrupted,
             assert s.scalars(select(Evaluation).where(Evaluation.status == "interrupted")).first() is not None
 
 
+@pytest.mark.long
 def test_sigkill_from_outside_three_times(tmp_path, uninterrupted):
     db = tmp_path / "killed.db"
     for wait in (0.9, 1.3, 1.7):

@@ -48,6 +48,7 @@ def cluster():
         os.environ["PYTHONPATH"] = before
 
 
+@pytest.mark.long
 def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluster, tmp_path):
     from replay import AT_512, KilledOnce
 
@@ -78,6 +79,7 @@ def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluste
     assert os.getpid() not in pids and len(pids) >= 2  # on the cluster's workers, not in the driver
 
 
+@pytest.mark.long
 def test_gpu_evaluations_ask_for_a_gpu_each(cluster, tmp_path):
     from replay import ReplayHarness
 
@@ -98,6 +100,7 @@ def test_gpu_evaluations_ask_for_a_gpu_each(cluster, tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_a_dry_run_builds_on_the_workers(cluster, tmp_path):
     store = Store(tmp_path / "b.db")
     run_id = runner.start("hopper-gemm", ["executor.kind=ray", "executor.build_on=workers", "budget.candidates=3",

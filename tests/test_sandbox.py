@@ -54,6 +54,7 @@ def test_what_kernels_need_passes():
     assert sandbox.refusal(ok) is None
 
 
+@pytest.mark.long
 def test_every_shipped_kernel_passes_the_check():
     space = Space("hopper_gemm")
     rng = random.Random(0)

@@ -71,6 +71,7 @@ def wait_for_run(db: Path, proc: subprocess.Popen, timeout: float = 120) -> None
     raise TimeoutError("the run recorded nothing")
 
 
+@pytest.mark.long
 def test_a_run_page_updates_while_the_run_writes_without_a_reload(browser, tmp_path):
     db = tmp_path / "toy.db"
     proc = subprocess.Popen([sys.executable, "-m", "autodiscovery", "--db", str(db), "run", "--campaign",

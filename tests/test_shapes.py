@@ -99,6 +99,7 @@ def test_a_deeper_ring_is_rated_faster_where_one_tile_an_sm_waits_on_l2(space):
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_path):
     """N of 96 and 112 in the MMA; 14 stages of 64×64; and a split of 128×96 whose 12 pieces a thread
     add up in batches of 6 (the batch divides each thread's share)."""
@@ -118,6 +119,7 @@ def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_own(space, tmp_path):
     """BN 176 = two 64-column swizzled boxes and an unswizzled 48-column tail (its own tensor map); the
     split epilogue sends it in three parts of at most 64 columns; every new width compiles without spills."""
@@ -153,6 +155,7 @@ def test_widths_between_128_and_256_store_their_last_columns_as_a_box_of_their_o
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_the_slab_epilogue_leaves_room_for_four_stages_of_256_row_tiles(space, tmp_path):
     """EPILOGUE tma_slab stages 64 rows by 64 columns at a time (one 64 x 64 buffer a consumer), so 256 x 152
     tiles (cuBLAS's at 3000×5000×2000: 396 tiles, three whole waves on 132 SMs) keep four stages, where the
@@ -252,6 +255,7 @@ def test_stream_k_states_a_workspace_and_its_fit_counts_the_fixup(space):
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_stream_k_variants_compile_without_spills(space, tmp_path):
     from harnesses.hopper_gemm.build import Builder
 
@@ -287,6 +291,7 @@ def test_swapped_tiles_put_the_short_side_of_c_in_the_mma_n_dimension(space):
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_swapped_variants_compile_without_spills(space, tmp_path):
     from harnesses.hopper_gemm.build import Builder
 

@@ -86,6 +86,7 @@ FAMILIES = [f.name for f in Space("hopper_gemm").ladder()]
 
 
 @pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.long
 def test_every_valid_configuration_renders_a_launchable_manifest(space, name):
     """Every valid configuration of a family whose product is small; of a larger one (the cluster
     family's millions), the valid ones among 200,000 drawn, which take every value of every knob. A
@@ -166,6 +167,7 @@ def test_close_families_take_turns_after_patience():
 
 
 @needs_nvcc
+@pytest.mark.long
 def test_family_defaults_and_a_sample_of_valid_configurations_compile_without_spills(space, tmp_path):
     """Every family's default builds without spills, and constraints let through only what builds: one
     other valid configuration a family, drawn with a seed (the seed naive.cu beside them)."""

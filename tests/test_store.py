@@ -140,6 +140,7 @@ def test_two_processes_opening_a_new_database_at_once(db_url):
         assert applied(conn) == [name for name, _ in MIGRATIONS]
 
 
+@pytest.mark.long
 def test_two_runs_write_one_database_at_once(db_url):
     """Two processes, each driving its own run (the same kernels, so the same builds), write one
     database at the same time: both finish, every candidate is recorded once, each build once."""

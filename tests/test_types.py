@@ -12,6 +12,7 @@ from autodiscovery import ROOT
 api = pytest.importorskip("mypy.api", reason="mypy is not installed (pip install -e '.[test]')")
 
 
+@pytest.mark.long
 def test_the_type_checker_finds_nothing_in_the_package_and_the_harnesses():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert set(config["files"]) == {"autodiscovery", "harnesses"}
