@@ -61,7 +61,7 @@ EXPECTED = {
 @pytest.fixture(scope="module")
 def harness(build_cache):
     c = campaigns.load("hopper-gemm", ["problem.M=512", "problem.N=512", "problem.K=512",
-                                       "harness.timeout_s=20", "harness.repetitions=10",
+                                       "harness.timeout_s=20", "harness.repetitions=10", "harness.sanitize_timeout_s=60",
                                        f"harness.cache_dir={build_cache}"])
     h = HopperGemmHarness(c)
     h.preflight()
