@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS
 from autodiscovery.toolkit.expr import ExprError, compiled, run
+from autodiscovery.toolkit.manifest import MANIFEST_RE
 
 if TYPE_CHECKING:
     from autodiscovery.interfaces import HarnessBase
@@ -36,7 +37,7 @@ PARTIALS = SEEDS / "_shared"
 
 _CODE: dict[str, Any] = {}  # a constraint's text -> its checked bytecode
 _ALL: dict[tuple[str, ...], Any] = {}  # a family's constraints -> one bytecode giving the tuple of their values
-_NAMED: dict[tuple[str, str], frozenset[str]] = {}  # (family, constraint) -> the knobs it names
+_NAMED: dict[tuple[tuple[str, ...], str], frozenset[str]] = {}  # (a family's knobs, a constraint) -> those it names
 
 
 @functools.lru_cache(maxsize=64)
@@ -103,11 +104,8 @@ class Family(BaseModel):
         evaluated at once (a walk asks hundreds of thousands of times); where one of them cannot be, each
         is evaluated on its own, to say which and why."""
         names = {**shape, **knobs}
-        try:
-            values = run(self._all(), "", names)
-        except ExprError:
-            values = None
-        if isinstance(values, tuple):
+        values = self._values(names)
+        if values is not None:
             return [f"{c.why} ({c.expr})" for c, ok in zip(self.constraints, values, strict=True) if not ok]
         out = []
         for c in self.constraints:
@@ -122,16 +120,21 @@ class Family(BaseModel):
         """The knobs each constraint this configuration violates names (empty when it is valid; None
         where the constraints cannot be evaluated at once). A change of knobs that a violated constraint
         does not name leaves it violated: a repair must move at least one knob of each."""
-        try:
-            values = run(self._all(), "", {**shape, **knobs})
-        except ExprError:
-            return None
-        if not isinstance(values, tuple):
+        values = self._values({**shape, **knobs})
+        if values is None:
             return None
         return [self._named(c.expr) for c, ok in zip(self.constraints, values, strict=True) if not ok]
 
+    def _values(self, names: dict[str, Any]) -> tuple | None:
+        """Every constraint's value, evaluated at once; None where one of them cannot be."""
+        try:
+            values = run(self._all(), "", names)
+        except ExprError:
+            return None
+        return values if isinstance(values, tuple) else None
+
     def _named(self, text: str) -> frozenset[str]:
-        key = (self.name, text)
+        key = (tuple(self.knobs), text)
         named = _NAMED.get(key)
         if named is None:
             named = _NAMED[key] = frozenset(k for k in self.knobs if k in self._code(text).co_names)
@@ -286,12 +289,9 @@ class Space:
         if name not in self._heads:
             self._heads[name] = None
             text, _, _ = self.env.loader.get_source(self.env, name)  # type: ignore[union-attr]
-            start = text.find("@manifest")
-            close = "*/" if text.rfind("/*", 0, start) > text.rfind('"""', 0, start) else '"""'
-            end = text.find(close, start + 1) if start >= 0 else -1
-            if end >= 0:
+            if (found := MANIFEST_RE.search(text)) is not None:
                 try:
-                    self._heads[name] = self.env.from_string(text[:end + len(close)])
+                    self._heads[name] = self.env.from_string(text[:found.end()])
                 except jinja2.TemplateSyntaxError:  # a manifest inside a block the cut leaves open
                     pass
         return self._heads[name]

@@ -119,8 +119,8 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
     it), side by side. `ok` only where every tool ran to its end, the child launched the candidate
     (its result says `ok`) and no tool found anything in the candidate's kernels; `incorrect` with the
     findings (a tool's findings count where it ran out of time after them); `timeout` where a tool ran
-    out of time first; `crashed` where a tool or the child failed
-    without a finding (a sanitizer that did not check is no clean bill)."""
+    out of time first; `crashed` where a tool or the child failed without a finding (a sanitizer that
+    did not check is no clean bill)."""
     env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
     def one(tool: str):
