@@ -5,6 +5,8 @@ problems in the order that warms each from the nearest tuned before it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from replay import ReplayHarness, key
 from shapes import record_run
 from sqlalchemy import select
@@ -120,6 +122,54 @@ def test_at_equal_distance_the_runs_own_database_warms_first(tmp_path):
     assert "at 1024×8192×28672" in found[1][2] and "at 256×4096×14336" in found[2][2]
     assert [f for f, _, _ in warm.bests([(shipped, None), (own, None)], problem, space, 3)][1:] == \
         ["wgmma_cluster", "wgmma_cluster"]
+
+
+def test_another_gpu_of_the_same_compute_capability_warms_behind_this_gpus_own(tmp_path):
+    """An H100's bests warm an H200's run (the same sm_90a kernels build and run there, and are re-measured
+    like any candidate), as far as this GPU's own at twice a size; another architecture's never do, nor
+    does any other GPU's where this one's compute capability is not known."""
+    from autodiscovery.agents import warm
+
+    own, shipped = Store(tmp_path / "own.db"), Store(tmp_path / "shipped.db")
+    space = SearchAgent(campaigns.load("hopper-gemm")).space
+    splitk, cluster = space.families["wgmma_splitk"].default, space.families["wgmma_cluster"].default
+    h200, h100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+    record_run(own, (256, 57344, 8192), "wgmma_cluster", cluster | {"BN": 176}, 0.99, gpu=h200, cc="9.0")
+    record_run(own, (32, 57344, 8192), "wgmma_splitk", splitk | {"QSIZE": 5}, 0.93, gpu=h200, cc="9.0")
+    record_run(shipped, (32, 59136, 8192), "wgmma_splitk", splitk | {"BM": 32, "SWAP": 1}, 1.07, gpu=h100, cc="9.0")
+    record_run(shipped, (16, 28672, 4096), "wgmma_splitk", splitk | {"BM": 16, "SWAP": 1}, 0.98, gpu=h100, cc="9.0")
+    record_run(shipped, (32, 59136, 8192), "wgmma_cluster", cluster | {"BN": 64}, 1.2, gpu="NVIDIA A100", cc="8.0")
+    fields = campaigns.load("hopper-gemm", ["problem.M=32", "problem.N=59136", "problem.K=8192"]).problem
+    shape = {"M": 32, "N": 59136, "K": 8192}
+
+    def found(gpu, cc, count=5):
+        problem = warm.Problem("hopper_gemm", fields.model_dump(mode="json"), shape, gpu, cc)
+        return [(f, k["BM"], k.get("BN"), where) for f, k, where in
+                warm.bests([(own, None), (shipped, None)], problem, space, count)]
+
+    got = found(h200, "9.0")
+    assert [row[:3] for row in got] == [("wgmma_splitk", 64, 128), ("wgmma_splitk", 32, 128),
+                                        ("wgmma_cluster", 128, 176), ("wgmma_splitk", 16, 128)]
+    assert "at 32×59136×8192 on NVIDIA H100 80GB HBM3, 1.070× there" in got[1][3]
+    assert " on " not in got[0][3] and " on " not in got[2][3]  # this GPU's own say no GPU
+    assert [row[:2] for row in found(h200, None)] == [("wgmma_splitk", 64), ("wgmma_cluster", 128)]
+    on_h100 = found(h100, "9.0", 3)  # the other way round: the H200's runs are the sibling's
+    assert [row[:2] for row in on_h100] == [("wgmma_splitk", 32), ("wgmma_splitk", 64), ("wgmma_splitk", 16)]
+    assert "on NVIDIA H200" in on_h100[1][3] and " on " not in on_h100[2][3]
+
+
+def test_a_kernel_database_may_be_left_out_by_a_pattern(tmp_path):
+    from autodiscovery.agents import warm
+
+    for name in ("a.db", "suite-h100.db", "suite-h200.db"):
+        Store(tmp_path / name)
+    names = [str(tmp_path / n) for n in ("a.db", "suite-h100.db", "suite-h200.db")]
+    kept = warm.kernel_stores([*names, "!suite-*.db"])
+    assert [Path(s.shown.removeprefix("sqlite:///")).name for s in kept] == ["a.db"]
+    shipped = warm.kernel_stores(["shipped"])
+    less = warm.kernel_stores(["shipped", "!llama70b-qwen72b-*/*.db"])
+    assert 0 < len(less) < len(shipped)
+    assert not any("llama70b-qwen72b-" in s.shown for s in less)
 
 
 def test_a_kernel_database_that_cannot_be_read_is_refused_in_one_line(tmp_path):

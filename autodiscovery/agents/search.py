@@ -57,7 +57,8 @@ class SearchSettings(Strict):
     measures on more (`--gpus`, Ray)."""
     warm_start: int = Field(3, ge=0)
     """Configurations recorded at other problems to try first: the best of each of this many runs of the
-    same space, harness, element types and GPU in the database, nearest problem first (0: none)."""
+    same space, harness and element types, on this GPU (or another of its compute capability, behind it),
+    in the database, nearest problem first (0: none)."""
     overlap: bool | None = None
     """Propose and build knob moves while the last candidates are measured (they then miss those
     verdicts; a structural move always waits for the verdicts before it); none: on."""
@@ -68,8 +69,9 @@ class SearchSettings(Strict):
     competitive kernel first."""
     kernels: list[str] = []
     """Run databases to warm-start from besides the run's own (`warm_start`): file paths, or `shipped` for
-    the databases shipped under the project's docs/. Their kernels are re-checked and re-measured at
-    this problem like any candidate, never trusted."""
+    the databases shipped under the project's docs/; `!PATTERN` leaves out those whose path ends in what
+    the glob matches (`!llama70b-*/*.db`). Their kernels are re-checked and re-measured at this problem
+    like any candidate, never trusted."""
 
 
 
@@ -145,7 +147,9 @@ class SearchAgent(AgentBase):
         """(family, knobs, where it comes from) of the best candidates of the `warm_start` runs nearest this
         problem in `sources` ((store, the run to leave out) for the run's own database and each kernel
         database; `warm.py`)."""
-        problem = warm.Problem(self.harness_name, self.problem, self.shape, fingerprint.get("gpu"))
+        cc = fingerprint.get("cc")
+        problem = warm.Problem(self.harness_name, self.problem, self.shape, fingerprint.get("gpu"),
+                               str(cc) if cc is not None else None)
         return warm.bests(sources, problem, self.space, self.warm_start)
 
     def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:

@@ -1,7 +1,9 @@
 """What a search run starts from: the best configurations recorded at the nearest problems, in the run's
 own database and in any kernel databases the campaign names (`agent.search.kernels`; `shipped`: those
-under the project's docs/). They are candidates like any other once proposed: built, gated and timed at
-this problem, never trusted for what they measured where they were recorded."""
+under the project's docs/; `!PATTERN` leaves out the databases whose path matches it). They are
+candidates like any other once proposed: built, gated and timed at this problem, never trusted for what
+they measured where they were recorded. A best recorded on another GPU of the same compute capability
+(an H100's, on an H200) builds and runs here too: it is tried behind this GPU's own (OTHER_GPU)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ from typing import Any
 from autodiscovery.agents.space import Space, SpaceError
 from autodiscovery.toolkit.text import canon
 
+OTHER_GPU = math.log(2)
+"""A best recorded on another GPU of this one's compute capability counts as far from the problem as one
+recorded on this GPU at twice a size: at the same problem, this GPU's own comes first; a sibling's at
+the same problem comes before this GPU's at a problem eight times the tokens."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -23,22 +30,28 @@ class Problem:
     """The campaign's problem as recorded (its sizes and the rest: element types, say)."""
     sizes: dict[str, int]
     gpu: str | None
+    cc: str | None = None
+    """The GPU's compute capability ("9.0"): runs recorded on another GPU of the same one qualify too."""
 
 
 def kernel_stores(names: list[str]) -> list:
     """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
-    else the project's), `shipped` for every database under the project's docs/."""
+    else the project's), `shipped` for every database under the project's docs/, less those a `!PATTERN`
+    matches (a glob matched against the end of the database's path: `!llama70b-*/*.db`)."""
     from autodiscovery import ROOT
     from autodiscovery.store import Store, StoreError
 
-    paths = []
+    paths: list[Path] = []
+    left_out = [name[1:] for name in names if name.startswith("!")]
     for name in names:
         if name == "shipped":
             paths += sorted((ROOT / "docs").glob("**/*.db"))
-        else:
+        elif not name.startswith("!"):
             paths.append(Path(name) if Path(name).exists() else ROOT / name)
     out = []
     for path in paths:
+        if any(path.resolve().match(pattern) for pattern in left_out):
+            continue
         try:
             out.append(Store(path, create=False, read_only=True))
         except StoreError as exc:
@@ -49,9 +62,10 @@ def kernel_stores(names: list[str]) -> list:
 def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tuple[str, dict[str, Any], str]]:
     """(family, knobs, where it comes from) of the best candidates of the `count` runs nearest `problem`
     (the sum of |log| of the size ratios) among those of the same harness, the same problem but for its
-    sizes, on the same GPU, whose best is a configuration of `space`, distinct configurations only. At
-    equal distance the databases come in the order of `sources` (the run's own first: its runs are of this
-    machine and this campaign, a suite's tuned just before this problem for that), then by run.
+    sizes, on the same GPU (or another of its compute capability, OTHER_GPU farther), whose best is a
+    configuration of `space`, distinct configurations only. At equal distance the databases come in the
+    order of `sources` (the run's own first: its runs are of this machine and this campaign, a suite's
+    tuned just before this problem for that), then by run.
     `sources`: (store, the run to leave out, or None) for each database read."""
     found = []
     for order, (store, run_id) in enumerate(sources):
@@ -80,16 +94,19 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
             recorded = config.get("problem") or {}
             if ((config.get("harness") or {}).get("name") != problem.harness or run.fingerprint.get("dry_run")
                     or {k: v for k, v in recorded.items() if k not in sizes} != fixed
-                    or run.fingerprint.get("gpu") != problem.gpu
                     or not all(isinstance(recorded.get(k), int) and recorded[k] > 0 for k in sizes)):
+                continue
+            gpu = run.fingerprint.get("gpu")
+            sibling = gpu != problem.gpu
+            if sibling and (problem.cc is None or str(run.fingerprint.get("cc")) != problem.cc):
                 continue
             fam = space.families.get(best.family or "")
             if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
                 continue
-            distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items())
+            distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items()) + OTHER_GPU * sibling
             metrics = best.measurement.metrics if best.measurement else {}
             there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
-            where = "×".join(str(recorded[k]) for k in problem.sizes)
+            where = "×".join(str(recorded[k]) for k in problem.sizes) + (f" on {gpu}" if sibling else "")
             found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
                           f"the best of run {run.id}{named} at {where}{there}"))
     return found
