@@ -513,3 +513,24 @@ def test_a_database_from_an_earlier_version_upgrades_and_works_with_every_comman
     assert cli.invoke(app, ["report", "1", "--out", str(tmp_path / "r.html"), "--db", str(db)]).exit_code == 0
     assert cli.invoke(app, ["export", "1", "--out", str(tmp_path / "best.cu"), "--db", str(db)]).exit_code == 0
     assert "@manifest" in (tmp_path / "best.cu").read_text()
+
+
+def test_a_run_against_the_best_lt_algorithm_names_it(tmp_path):
+    """A GEMM campaign timed against the best cuBLASLt algorithm (harness.baseline best_lt) says so: its
+    objective is `× best Lt`, below it is below that algorithm, and cublasGemmEx is the column beside it;
+    the default campaign's is `× cuBLAS`, with the best Lt algorithm beside it."""
+    from autodiscovery import campaign as campaigns
+    from harnesses.hopper_gemm import HopperGemmHarness
+
+    lt = HopperGemmHarness(campaigns.load("llama70b-qwen72b-gemm"))
+    ex = HopperGemmHarness(campaigns.load("hopper-gemm"))
+    assert (lt.objective.name, lt.objective.reference_name) == ("× best Lt", "the best cuBLASLt algorithm")
+    assert (ex.objective.name, ex.objective.reference_name) == ("× cuBLAS", "cuBLAS")
+    assert HopperGemmHarness.for_config(campaigns.load("llama70b-qwen72b-gemm").model_dump(mode="json")) is type(lt)
+    db = tmp_path / "best-lt.db"
+    shutil.copy(Path(__file__).resolve().parents[1] / "docs" / "llama70b-qwen72b-h200" / "best-lt-5-of-16.db", db)
+    data = run_json(["report", "1", "--db", str(db)])
+    assert data["objective"] == "× best Lt"
+    row = next(r for r in data["rows"] if r["label"] == "llama down 32")
+    assert row["score_text"] == "0.980× best Lt" and round(row["figures"]["x_gemmex"], 3) == 1.041
+    assert row["figures"]["x_best_lt"] is None  # the objective itself, not a second column

@@ -35,14 +35,35 @@ HELPERS = Path(__file__).with_name("bench_kernels.cu")
 WORKER = "harnesses.hopper_gemm.worker"
 
 
+def _objective(baseline: str) -> Objective:
+    """× the cuBLAS a campaign times against: cublasGemmEx (`× cuBLAS`) or the best cuBLASLt algorithm
+    for the shape (`× best Lt`)."""
+    name, reference = {"gemmex": ("× cuBLAS", "cuBLAS"), "best_lt": ("× best Lt", "the best cuBLASLt algorithm")}[baseline]
+    return Objective(name, higher_is_better=True, path=("ratio", "median"), spec=".3f",
+                     interval=(("ratio", "ci_low"), ("ratio", "ci_high")), reference=1.0, reference_name=reference,
+                     noise=0.02)
+
+
 class HopperGemmHarness(HarnessBase):
     name = "hopper_gemm"
     needs_gpu = True
     Settings = Settings
     Problem = Problem
-    objective = Objective("× cuBLAS", higher_is_better=True, path=("ratio", "median"), spec=".3f",
-                          interval=(("ratio", "ci_low"), ("ratio", "ci_high")), reference=1.0, reference_name="cuBLAS",
-                          noise=0.02)
+    objective = _objective("gemmex")
+
+    @classmethod
+    def for_config(cls, config: dict) -> type:
+        """The harness as a recorded run was measured: its objective names the cuBLAS it timed against."""
+        if (config.get("harness") or {}).get("baseline") == "best_lt":
+            return HopperGemmHarnessBestLt
+        return cls
+
+    def __new__(cls, campaign: Campaign | None = None) -> HopperGemmHarness:
+        """The class whose objective is the campaign's baseline: `HopperGemmHarnessBestLt` where it is the
+        best cuBLASLt algorithm (`harness.baseline: best_lt`)."""
+        if cls is HopperGemmHarness and campaign is not None and cast(Settings, campaign.harness).baseline == "best_lt":
+            cls = HopperGemmHarnessBestLt
+        return super().__new__(cls)
 
     def __init__(self, campaign: Campaign) -> None:
         self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
@@ -324,3 +345,9 @@ class HopperGemmHarness(HarnessBase):
         if out.status == EvalStatus.ok:
             out.score = self.objective.read(out.metrics)
         return out
+
+
+class HopperGemmHarnessBestLt(HopperGemmHarness):
+    """A hopper_gemm run whose objective is × the best cuBLASLt algorithm (harness.baseline best_lt)."""
+
+    objective = _objective("best_lt")
