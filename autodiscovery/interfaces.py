@@ -258,7 +258,7 @@ class HarnessBase:
         return []
 
     @classmethod
-    def for_config(cls, config: dict) -> type:
+    def for_config(cls, config: dict) -> type[HarnessBase]:
         """The harness class as a recorded run's configuration makes it (a settings choice that changes
         what the objective is, say); by default itself."""
         return cls

@@ -115,7 +115,7 @@ def test_a_run_starts_from_the_best_recorded_at_the_nearest_shapes(space, tmp_pa
     # each followed by its refit to this shape: one 64×128 tile an SM (two 128×128) wants a deeper ring
     assert moves[1].knobs == moves[0].knobs | {"QSIZE": 6} and "refitted to this problem" in moves[1].hypothesis
     assert moves[3].knobs == moves[2].knobs | {"QSIZE": 6}
-    assert f"the best of run {nearest} at 512×4096×14336, 0.970× there" in moves[0].hypothesis
+    assert f"the best of run {nearest} at 512×4096×14336, 0.970× cuBLAS there" in moves[0].hypothesis
     assert "Here: 64×128 tiles" in moves[0].hypothesis
 
     # once measured, the climb goes on from there, and no warm move is proposed twice

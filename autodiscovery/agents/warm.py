@@ -82,6 +82,7 @@ def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tup
 
 
 def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list[tuple]:
+    from autodiscovery import registry
     from autodiscovery.store import Run
 
     sizes = set(problem.sizes)
@@ -104,8 +105,9 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
             if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
                 continue
             distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items()) + OTHER_GPU * sibling
-            metrics = best.measurement.metrics if best.measurement else {}
-            there = f", {metrics['ratio']['median']:.3f}× there" if metrics.get("ratio") else ""
+            objective = registry.harness(problem.harness).for_config(config).objective  # as that run measured
+            value = objective.read(best.measurement.metrics) if best.measurement else None
+            there = f", {objective.format(value)} there" if isinstance(value, int | float) else ""
             where = "×".join(str(recorded[k]) for k in problem.sizes) + (f" on {gpu}" if sibling else "")
             found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
                           f"the best of run {run.id}{named} at {where}{there}"))

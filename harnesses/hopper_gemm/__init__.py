@@ -52,7 +52,7 @@ class HopperGemmHarness(HarnessBase):
     objective = _objective("gemmex")
 
     @classmethod
-    def for_config(cls, config: dict) -> type:
+    def for_config(cls, config: dict) -> type[HarnessBase]:
         """The harness as a recorded run was measured: its objective names the cuBLAS it timed against."""
         if (config.get("harness") or {}).get("baseline") == "best_lt":
             return HopperGemmHarnessBestLt

@@ -56,7 +56,7 @@ class ReferenceHarness(HarnessBase):
     charts = staticmethod(report.charts)
 
     @classmethod
-    def for_config(cls, config: dict) -> type:
+    def for_config(cls, config: dict) -> type[HarnessBase]:
         """The harness as a recorded run was measured: its objective is the baseline it chose."""
         if (config.get("harness") or {}).get("baseline") == "compile":
             return ReferenceHarnessCompile
