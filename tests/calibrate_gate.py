@@ -72,7 +72,7 @@ def main() -> int:
             tol = out.metrics["tolerance"]
         everything["shapes"][f"{M}x{N}x{K}"] = errors | {"tolerance": tol}
 
-        def worst(names, dist, pick):
+        def worst(names, dist, pick, errors=errors):
             vals = [r["rel_err"] if not r["nonfinite"] else float("inf")
                     for n in names if "skipped" not in errors[n] for r in errors[n][dist]]
             return pick(vals) if vals else None

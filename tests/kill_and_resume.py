@@ -30,13 +30,16 @@ def q(db, sql):
         return []
 
 POINTS = {
-    "measuring": "SELECT 1 FROM evaluations e JOIN candidates c ON c.id=e.candidate_id WHERE e.status='running' AND e.kind='benchmark' AND c.seq>=2",
+    "measuring": "SELECT 1 FROM evaluations e JOIN candidates c ON c.id=e.candidate_id "
+                 "WHERE e.status='running' AND e.kind='benchmark' AND c.seq>=2",
     "head_to_head": "SELECT 1 FROM evaluations WHERE status='running' AND kind='head_to_head'",
-    "building": "SELECT 1 FROM candidates c WHERE c.status='proposed' AND c.seq>=6 AND NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id=c.id)",
+    "building": "SELECT 1 FROM candidates c WHERE c.status='proposed' AND c.seq>=6 "
+                "AND NOT EXISTS (SELECT 1 FROM evaluations e WHERE e.candidate_id=c.id)",
 }
 
 def walk(db):
-    rows = q(db, "SELECT c.seq, c.family, c.knobs, c.status, d.verdict FROM candidates c LEFT JOIN decisions d ON d.candidate_id=c.id ORDER BY c.seq")
+    rows = q(db, "SELECT c.seq, c.family, c.knobs, c.status, d.verdict FROM candidates c "
+                 "LEFT JOIN decisions d ON d.candidate_id=c.id ORDER BY c.seq")
     return rows
 
 t0 = time.time()
@@ -53,8 +56,10 @@ for i, (name, sql) in enumerate(POINTS.items()):
     while p.poll() is None and not q(cut, sql) and time.time() - t < 150:
         time.sleep(0.05)
     if p.poll() is not None:
-        log.append(f"{name}: the run ended before the point was reached"); continue
-    os.kill(p.pid, signal.SIGKILL); p.wait()
+        log.append(f"{name}: the run ended before the point was reached")
+        continue
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
     time.sleep(1.0)
     left = subprocess.run(["pgrep", "-f", "harnesses.hopper_gemm.worker"], capture_output=True, text=True).stdout.split()
     state = q(cut, "SELECT count(*), sum(status='proposed'), sum(status='measured') FROM candidates")[0]

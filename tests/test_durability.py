@@ -245,11 +245,11 @@ def test_children_die_with_their_parent_and_by_their_own_deadline(tmp_path):
 
     parent = subprocess.Popen([sys.executable, "-c", (
         "import subprocess, sys, time\n"
-        "sys.path.insert(0, %r)\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
         "from autodiscovery.toolkit.proc import tethered\n"
         "p = subprocess.Popen(['sleep', '60'], preexec_fn=tethered(None), start_new_session=True)\n"
         "print(p.pid, flush=True)\n"
-        "time.sleep(60)\n") % str(Path(__file__).parent.parent)], stdout=subprocess.PIPE, text=True)
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
     grandchild = int(parent.stdout.readline())
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()

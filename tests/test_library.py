@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import needs_nvcc
 from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
@@ -16,8 +17,6 @@ from autodiscovery.agents.space import Space
 from autodiscovery.cli import app
 from autodiscovery.store import Store
 from autodiscovery.store.models import Candidate, Evaluation, Run
-from conftest import needs_nvcc
-
 
 H100 = {"gpu": "NVIDIA H100 80GB HBM3", "sms": 132}
 

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import pytest
+from test_library import record, two_shape_suite
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
 from autodiscovery.store import Store
-from test_library import record, two_shape_suite
 
 pytestmark = pytest.mark.gpu
 

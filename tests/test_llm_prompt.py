@@ -140,7 +140,7 @@ def test_a_real_candidates_prompt(tmp_path):
     chain = user.split("## How the best kernel got here")[1].split("\n## ")[0]
     steps = re.findall(r"^- #(\d+) (\w+), ([0-9.]+)× cuBLAS.*?(?:\(([0-9.]+)× over #(\d+)\))?:", chain, re.M)
     assert [int(s[0]) for s in steps] == [r.seq for r in kept]
-    for (seq, _fam, score, gain, over), r in zip(steps[1:], kept[1:]):
+    for (_seq, _fam, _score, gain, over), r in zip(steps[1:], kept[1:]):
         before = next(k for k in kept if k.seq == int(over))
         assert abs(float(gain) - r.score / before.score) < 0.01
 

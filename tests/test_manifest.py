@@ -100,7 +100,8 @@ def test_compiled_constraints_agree_with_the_evaluator():
 
 
 def test_a_workspace_is_resolved_at_the_shape():
-    ws = GOOD.replace("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]") + '\nworkspace: "min(SMS, cdiv(M, 128)) * 128 * 128 * 4"\nstream_k: true'
+    ws = (GOOD.replace("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]")
+          + '\nworkspace: "min(SMS, cdiv(M, 128)) * 128 * 128 * 4"\nstream_k: true')
     launch = resolve(parse(source(ws)), 4096, 2048, 512, sms=132)
     assert launch.workspace == 32 * 128 * 128 * 4 and launch.stream_k and launch.args[-1] == "W"
     assert resolve(parse(source(GOOD)), 4096, 2048, 512).workspace == 0

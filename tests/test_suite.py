@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from replay import ShapedReplay
 from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
@@ -15,7 +16,6 @@ from autodiscovery.review import exports
 from autodiscovery.running import suite
 from autodiscovery.running.loop import Quiet, Stop
 from autodiscovery.store import Run, Store
-from replay import ShapedReplay
 
 SUITE = ("suite=[{label: 'qkv 16', problem: {M: 16, N: 6144, K: 4096}}, "
          "{label: 'qkv 2048', problem: {M: 2048, N: 6144, K: 4096}}, "

@@ -1,5 +1,5 @@
-"""Types: CI's type checker and linter over the package and the harnesses, as pyproject.toml configures
-them, no module's findings left uncounted; every harness the code is given typed."""
+"""Types: CI's type checker over the package and the harnesses and its linter over those and the tests,
+as pyproject.toml configures them, no module's findings left uncounted; every harness the code is given typed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from autodiscovery import ROOT
 
 
 def test_ci_checks_types_and_lint_before_the_tests_with_nothing_left_uncounted():
-    """CI (`.ci/run`) runs mypy and ruff over the package and the harnesses, as pyproject.toml configures
-    them, as steps of their own before the tests (a finding fails CI; mypy's cold check of some 3,600
+    """CI (`.ci/run`) runs mypy over the package and the harnesses and ruff over those and the tests, as
+    pyproject.toml configures them, as steps of their own before the tests (a finding fails CI; mypy's cold check of some 3,600
     modules is not repeated inside the test command), and no module's type findings are left uncounted."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert set(config["files"]) == {"autodiscovery", "harnesses"}
@@ -20,7 +20,7 @@ def test_ci_checks_types_and_lint_before_the_tests_with_nothing_left_uncounted()
              if line.strip() and not line.lstrip().startswith("#")]
     tests = steps.index("python -m pytest -q -n auto")
     assert steps.index("python -m mypy") < tests
-    assert steps.index("python -m ruff check autodiscovery harnesses") < tests
+    assert steps.index("python -m ruff check autodiscovery harnesses tests") < tests
     assert "set -euo pipefail" in steps  # a step's finding stops CI
 
 
