@@ -88,6 +88,7 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
     sizes = set(problem.sizes)
     fixed = {k: v for k, v in problem.fields.items() if k not in sizes}
     named = "" if run_id is not None else f" in {_named(store)}"
+    harness = registry.harness(problem.harness)
     found = []
     with store.session() as s:
         for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
@@ -105,7 +106,7 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
             if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
                 continue
             distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items()) + OTHER_GPU * sibling
-            objective = registry.harness(problem.harness).for_config(config).objective  # as that run measured
+            objective = harness.for_config(config).objective  # as that run measured
             value = objective.read(best.measurement.metrics) if best.measurement else None
             there = f", {objective.format(value)} there" if isinstance(value, int | float) else ""
             where = "×".join(str(recorded[k]) for k in problem.sizes) + (f" on {gpu}" if sibling else "")
