@@ -15,6 +15,7 @@ import pytest
 from autodiscovery import campaign as campaigns
 from autodiscovery.running.evaluate import evaluate
 from harnesses.hopper_gemm import HopperGemmHarness
+from harnesses.hopper_gemm.sanitized import SANITIZE_SMS
 
 pytestmark = pytest.mark.gpu
 HOSTILE = Path(__file__).parent / "kernels" / "hostile"
@@ -113,9 +114,10 @@ def test_an_unsafe_kernel_is_refused_at_keep(harness, kernel):
     assert re.search(evidence, out.log), out.log[:3000]
 
 
-@pytest.mark.parametrize("family", ["naive", "mma_sync", "wgmma_ws", "wgmma_cluster"])
+@pytest.mark.parametrize("family", ["naive", "mma_sync", "wgmma_ws", "wgmma_persistent", "wgmma_cluster"])
 def test_honest_kernels_sanitize_clean(harness, family):
-    """The seed and the families' defaults (TMA, wgmma, mbarriers, clusters): no finding, every tool ran."""
+    """The seed and the families' defaults (TMA, wgmma, mbarriers, clusters): no finding, every tool ran.
+    The persistent family's grid is the SMs': it runs on a few blocks that walk two tiles each."""
     from autodiscovery.agents.space import Space
 
     space = Space("hopper_gemm")
@@ -123,3 +125,5 @@ def test_honest_kernels_sanitize_clean(harness, family):
               else space.render(family, space.families[family].default))
     out = harness.sanitize(source, harness.build(source))
     assert out.status == "ok", f"{family}: {out.log[:4000]}"
+    if family == "wgmma_persistent":
+        assert out.metrics["grid"] == [SANITIZE_SMS, 1, 1]

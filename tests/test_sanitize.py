@@ -201,3 +201,22 @@ def test_a_keep_holds_a_device_for_the_check_only_where_the_harness_checks(tmp_p
         decisions = sum(k in ("head_to_head", "sanitize") for k in kinds)
         assert uses.count(True) == decisions and uses.count(False) == kinds.count("benchmark"), (harness, uses, kinds)
         assert ("sanitize" in kinds) == (harness == "SanitizedToy")
+
+
+def test_a_persistent_kernel_is_sanitized_on_a_few_blocks_that_each_walk_several_tiles():
+    """At the sanitizer's small shape a persistent grid of one block an SM would give each block one tile
+    and hide how its load ring runs on from one tile into the next: it is launched as for a GPU of a few
+    SMs instead. A grid of a fixed size keeps it."""
+    from autodiscovery.agents.space import Space
+    from harnesses.hopper_gemm.sanitized import SANITIZE_SMS, sanitized_launch
+
+    space = Space("hopper_gemm")
+    fam = space.families["wgmma_persistent"]
+    shape, launch = sanitized_launch(space.render("wgmma_persistent", {**fam.default, "CTAS": 0}), (4096, 4096, 4096), 132)
+    assert shape == (1024, 1024, 1024) and launch is not None
+    tiles = (1024 // 128) * (1024 // 256)
+    assert launch.grid == (SANITIZE_SMS, 1, 1) and tiles >= 2 * launch.grid[0]
+    shape, launch = sanitized_launch(space.render("wgmma_persistent", {**fam.default, "CTAS": 128}), (4096, 4096, 4096), 132)
+    assert shape == (1024, 1024, 1024) and launch is not None and launch.grid == (tiles, 1, 1)
+    _, launch = sanitized_launch(space.render("wgmma_persistent", {**fam.default, "CTAS": 0}), (1024, 1024, 1024), 2)
+    assert launch is not None and launch.grid == (2, 1, 1)  # a GPU of fewer SMs than that keeps its own
