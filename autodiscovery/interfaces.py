@@ -9,18 +9,17 @@ capability is declared there too, with the default that says "not here", and cal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from autodiscovery.campaign import HarnessSettings, ProblemBase
+from autodiscovery.campaign import Campaign, HarnessSettings, ProblemBase
 from autodiscovery.objective import VIEWS, Chart, Column, Objective, Section, columns  # noqa: F401
 from autodiscovery.records import Entry, History, Outcome, Proposal, Record  # noqa: F401
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from autodiscovery.campaign import Campaign
     from autodiscovery.store import Store
     from autodiscovery.toolkit.build import BuildReport
 
@@ -238,6 +237,19 @@ class HarnessBase:
     space: ClassVar[str | None] = None
     """The search space the search agent walks where a campaign names none (`agent.search.space`); None:
     a campaign of this harness names its own."""
+    for_baseline: ClassVar[str | None] = None
+    """The `harness.baseline` a subclass stands for, where the baseline a campaign chooses changes what the
+    objective is (`× best Lt` rather than `× cuBLAS`): making the harness from such a campaign, or reading a
+    run recorded with it (`for_config`), gives that subclass. None: the harness's own objective."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Made from a campaign, the class its baseline makes it (`for_config`): itself where no subclass
+        stands for it. Made otherwise (unpickled, or a test's stand-in with arguments of its own), the class
+        asked for."""
+        campaign = args[0] if args else kwargs.get("campaign")
+        if isinstance(campaign, Campaign):
+            cls = cast(type[Self], cls.for_config({"harness": {"baseline": getattr(campaign.harness, "baseline", None)}}))
+        return super().__new__(cls)
 
     def __init__(self, campaign: Campaign | None = None) -> None:
         """A harness is made from its campaign (`registry.harness(name)(campaign)`); the base keeps nothing."""
@@ -259,9 +271,10 @@ class HarnessBase:
 
     @classmethod
     def for_config(cls, config: dict) -> type[HarnessBase]:
-        """The harness class as a recorded run's configuration makes it (a settings choice that changes
-        what the objective is, say); by default itself."""
-        return cls
+        """The harness class as a recorded run's configuration makes it: the subclass that stands for its
+        `harness.baseline` (`for_baseline`), else itself."""
+        wanted = (config.get("harness") or {}).get("baseline")
+        return next((sub for sub in cls.__subclasses__() if sub.for_baseline is not None and sub.for_baseline == wanted), cls)
 
     @classmethod
     def identity(cls, fingerprint: dict) -> dict:

@@ -56,6 +56,28 @@ def test_a_harness_declares_what_it_does_not_offer(tmp_path):
     assert registry.harness("accelsim").Problem is not ProblemBase
 
 
+class Lt(Bare):
+    """A bare harness whose objective is another baseline's, where a campaign chooses that one."""
+
+    for_baseline = "best_lt"
+
+
+def test_a_baseline_that_changes_the_objective_picks_its_subclass():
+    """Made from a campaign whose `harness.baseline` a subclass stands for, the harness is that subclass, and
+    so is a recorded run's class read from its configuration; any other baseline keeps the class. Unpickled,
+    or made without a campaign, it is the class asked for."""
+    import pickle
+
+    lt, gemmex = campaigns.load("hopper-gemm", ["harness.baseline=best_lt"]), campaigns.load("hopper-gemm")
+    assert type(Bare(lt)) is Lt and type(Bare(campaign=lt)) is Lt and type(Bare(gemmex)) is Bare
+    assert type(Bare()) is Bare and type(pickle.loads(pickle.dumps(Lt()))) is Lt
+    assert Bare.for_config(lt.model_dump(mode="json")) is Lt and Bare.for_config({"harness": None}) is Bare
+    hopper = registry.harness("hopper_gemm")
+    made = hopper(lt)
+    assert type(made).for_baseline == "best_lt" and made.objective.name == "× best Lt"
+    assert type(hopper(gemmex)) is hopper
+
+
 def test_no_profiler_is_declared_not_probed(tmp_path):
     """`profile` is an optional capability declared by `profiles`: the bare harness has none, hopper's has."""
     assert not Bare.profiles and registry.harness("hopper_gemm").profiles

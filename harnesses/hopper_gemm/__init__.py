@@ -51,20 +51,6 @@ class HopperGemmHarness(HarnessBase):
     Problem = Problem
     objective = _objective("gemmex")
 
-    @classmethod
-    def for_config(cls, config: dict) -> type[HarnessBase]:
-        """The harness as a recorded run was measured: its objective names the cuBLAS it timed against."""
-        if (config.get("harness") or {}).get("baseline") == "best_lt":
-            return HopperGemmHarnessBestLt
-        return cls
-
-    def __new__(cls, campaign: Campaign | None = None) -> HopperGemmHarness:
-        """The class whose objective is the campaign's baseline: `HopperGemmHarnessBestLt` where it is the
-        best cuBLASLt algorithm (`harness.baseline: best_lt`)."""
-        if cls is HopperGemmHarness and campaign is not None and cast(Settings, campaign.harness).baseline == "best_lt":
-            cls = HopperGemmHarnessBestLt
-        return super().__new__(cls)
-
     def __init__(self, campaign: Campaign) -> None:
         self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
         self.problem = cast(Problem, campaign.problem)
@@ -349,5 +335,7 @@ class HopperGemmHarness(HarnessBase):
 
 class HopperGemmHarnessBestLt(HopperGemmHarness):
     """A hopper_gemm run whose objective is × the best cuBLASLt algorithm (harness.baseline best_lt)."""
+
+    for_baseline = "best_lt"
 
     objective = _objective("best_lt")

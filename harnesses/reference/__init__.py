@@ -55,20 +55,6 @@ class ReferenceHarness(HarnessBase):
     toolchain = ("nvcc", "torch", "cuda_runtime")
     charts = staticmethod(report.charts)
 
-    @classmethod
-    def for_config(cls, config: dict) -> type[HarnessBase]:
-        """The harness as a recorded run was measured: its objective is the baseline it chose."""
-        if (config.get("harness") or {}).get("baseline") == "compile":
-            return ReferenceHarnessCompile
-        return cls
-
-    def __new__(cls, campaign: Campaign | None = None) -> ReferenceHarness:
-        """The class whose objective is the campaign's baseline: `ReferenceHarnessCompile` where it is
-        torch.compile (`harness.baseline: compile`)."""
-        if cls is ReferenceHarness and campaign is not None and cast(Settings, campaign.harness).baseline == "compile":
-            cls = ReferenceHarnessCompile
-        return super().__new__(cls)
-
     def __init__(self, campaign: Campaign) -> None:
         self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
         self.problem = cast(Problem, campaign.problem)
@@ -339,6 +325,8 @@ class ReferenceHarness(HarnessBase):
 
 class ReferenceHarnessCompile(ReferenceHarness):
     """A reference run whose objective is the speed-up over `torch.compile` (harness.baseline compile)."""
+
+    for_baseline = "compile"
 
     objective = _objective("compile")
     columns = report.columns("compile")
