@@ -198,7 +198,7 @@ class LlmClient:
             raise LlmError(f"LLM endpoint {self.where} is unreachable ({attempts}): {self._why(exc)}") from None
         except (openai.AuthenticationError, openai.PermissionDeniedError):
             raise LlmError(f"LLM endpoint {self.where} rejected the key in {self.settings.api_key_env}") from None
-        except TRANSIENT as exc:
+        except (openai.RateLimitError, openai.InternalServerError) as exc:  # the transient answers, retried
             raise LlmError(f"LLM endpoint {self.where} answered {exc.status_code} {attempts}: "
                            f"{self._why(exc)}") from None
         except openai.APIStatusError as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 try:  # the CUDA driver's side: loading the cubins, tensor maps, launches
@@ -242,7 +243,7 @@ def path(A, B, out=None) -> str:
     return f"tuned: {e['family']} (run {e['run']} #{e['seq']}, measured {e['x_cublas']:.3f}× cuBLAS)"
 
 
-_launchers: dict[tuple, object] = {}
+_launchers: dict[tuple, Callable[[], None] | None] = {}
 """What a call on PyTorch tensors does, by everything its checks read (addresses, shapes, strides, dtypes,
 devices, the stream): a launcher, or None for cuBLAS. A call like one made before skips the checks."""
 
@@ -280,19 +281,19 @@ def _gemm_torch(torch, A, B, out, stream):
     else:
         key = (A.data_ptr(), B.data_ptr(), out.data_ptr(), A.shape, B.shape, out.shape, A.stride(), B.stride(),
                out.stride(), A.dtype, B.dtype, out.dtype, dev, B.get_device(), out.get_device(), stream)
-        go = _launchers.get(key, False)
-        if go is not False:
-            if go is None:
+        if key in _launchers:
+            if (known := _launchers[key]) is None:
                 return _cublas(A, B, out)
-            go()
+            known()
             return out
     a, b = _View(A, stream, "A"), _View(B, stream, "B")
     c = _View(out, stream, "out") if out is not None else None
     shape = _check(a, b, c)
     go = None if _route(a, b, c, shape) else _devices[a.device].launcher(shape, a, b, c, stream)
-    if len(_launchers) >= MAX_CACHED:
-        _launchers.pop(next(iter(_launchers)))
-    _launchers[key] = go
+    if key is not None:
+        if len(_launchers) >= MAX_CACHED:
+            _launchers.pop(next(iter(_launchers)))
+        _launchers[key] = go
     if go is None:
         return _cublas(A, B, out)
     go()
