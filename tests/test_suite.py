@@ -5,6 +5,7 @@ with the reason; each later problem's run warm-started from the bests before it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from replay import ShapedReplay
@@ -65,6 +66,18 @@ def test_a_suite_tunes_each_problem_and_records_the_dispatch_table(tmp_path, see
     text = CliRunner().invoke(app, ["--db", db, "report", "1"], env={"COLUMNS": "80"}).output
     assert "qkv 2048" in text and "refuses" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_recorded_suites_dispatch_table_reads_whole_at_80_columns():
+    """Every column of a best-Lt suite's dispatch table at 80 columns: its heads and its kernels' names
+    whole (a name wraps at its space, never inside a word), no line past 80."""
+    db = str(Path(__file__).parent.parent / "docs" / "llama70b-qwen72b-h200" / "best-lt-5-of-16.db")
+    text = CliRunner().invoke(app, ["--db", db, "report", "1"], env={"COLUMNS": "80"}).output
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    head = next(line for line in lines if line.startswith("problem"))
+    assert head.split() == ["problem", "shape", "run", "kernel", "TFLOP/s", "×", "best", "Lt", "×", "GemmEx", "cands"]
+    assert text.count("wgmma_splitk") == 4 and text.count("wgmma_cluster") == 1
 
 
 def test_a_suite_resumes_where_it_stopped(tmp_path, seed):

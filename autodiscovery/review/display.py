@@ -298,8 +298,9 @@ def dispatch_table(data: dict) -> Table:
     problem has no best yet, its run's state says why."""
     objective = data["harness"].objective
     harness = _Shown(data["harness"], {k for r in data["rows"] for k, v in r["figures"].items() if v is not None})
+    # One space between columns (the box's): its eight fit 80 columns with the kernel's name whole.
     t = Table(title=f"suite {data['run']} ({data['campaign']}): dispatch table", box=box.SIMPLE_HEAD,
-              padding=(0, 1, 0, 0), show_edge=False,
+              padding=(0, 0, 0, 0), show_edge=False,
               caption=f"{data['status']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
     heads = ["problem", "shape", "run", "kernel", *figure_heads(harness, "suite", False), objective.name,
              *figure_heads(harness, "suite", True), "cands"]
