@@ -201,13 +201,18 @@ def test_shape_knobs_must_be_knobs():
 
 
 def test_every_measurement_states_the_other_cublas():
+    """Beside its objective a run states the other cuBLAS, where its lineage, ladder and reports are read:
+    × best Lt beside × cuBLAS (cublasGemmEx), × GemmEx beside × best Lt; never its objective twice."""
+    from harnesses.hopper_gemm import HopperGemmHarnessBestLt
+
     cols = {c.key: c for c in HopperGemmHarness.columns}
+    lt = {c.key: c for c in HopperGemmHarnessBestLt.columns}
     vs = {"gemmex": {"median": 1.02}, "best_lt": {"median": 0.97}}
-    assert cols["x_best_lt"].value({"baseline": "gemmex", "vs": vs}) == 0.97
-    assert cols["x_gemmex"].value({"baseline": "gemmex", "vs": vs}) is None  # that one is the objective
-    assert cols["x_gemmex"].value({"baseline": "best_lt", "vs": vs}) == 1.02
+    assert cols["x_best_lt"].value({"baseline": "gemmex", "vs": vs}) == 0.97 and "x_gemmex" not in cols
+    assert lt["x_gemmex"].value({"baseline": "best_lt", "vs": vs}) == 1.02 and "x_best_lt" not in lt
+    assert lt["x_gemmex"].views == cols["x_best_lt"].views and {"lineage", "ladder"} <= lt["x_gemmex"].views
     assert cols["x_best_lt"].value({"baseline": "gemmex"}) is None  # measured before both were timed
-    assert cols["x_best_lt"].named(0.97) == "0.970× best Lt"
+    assert cols["x_best_lt"].named(0.97) == "0.970× best Lt" and lt["x_gemmex"].named(1.02) == "1.020× GemmEx"
 
 
 def test_three_consumer_warpgroups_cover_a_192_row_tile(space):

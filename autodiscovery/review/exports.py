@@ -90,7 +90,7 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
             for label, run in runs.items():
                 if run.best is None:
                     continue
-                m = _metrics(run.best, harness)
+                m = _metrics(run.best, harness_of(run))  # its figures as its own baseline makes them
                 items.append({"run": run.id, "seq": run.best.seq, "label": label,
                               "campaign": validate(run.config, f"campaign of run {run.id}"),
                               "fingerprint": run.fingerprint, "source": run.best.source,

@@ -144,7 +144,7 @@ class HopperGemmHarness(HarnessBase):
         return None
 
     # ---- how its numbers are shown (report.py) --------------------------------------------------
-    columns = report.COLUMNS
+    columns = report.columns("gemmex")
     resumable = ("timeout_s", "build_workers", "cache_dir", "ncu", "gpus", "sanitize", "sanitize_timeout_s")
     toolchain = ("nvcc", "driver", "cuda_driver", "cuda_runtime", "cublas")
     charts = staticmethod(report.charts)
@@ -337,5 +337,5 @@ class HopperGemmHarnessBestLt(HopperGemmHarness):
     """A hopper_gemm run whose objective is × the best cuBLASLt algorithm (harness.baseline best_lt)."""
 
     for_baseline = "best_lt"
-
     objective = _objective("best_lt")
+    columns = report.columns("best_lt")

@@ -30,27 +30,37 @@ def _versus(kind: str):
 
 EVERYWHERE = frozenset({"live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "report",
                         "summary", "prompt", "suite"})
-COLUMNS = (
-    Column("tflops", "TFLOP/s", _tflops, ".1f", EVERYWHERE),
-    Column("cublas_tflops", "cuBLAS TFLOP/s", lambda m, b: (m.get("tflops") or {}).get("cublas"), ".1f",
-           frozenset({"measure"})),
-    Column("x_best_lt", "× best Lt", _versus("best_lt"), ".3f",
-           frozenset({"measure", "lineage", "ladder", "report", "summary", "suite"}), after=True, joiner="",
-           note="× the fastest of cuBLASLt's heuristic algorithms for the shape, timed in the same rotation as "
-                "cublasGemmEx (above 1: faster than it)"),
-    Column("x_gemmex", "× GemmEx", _versus("gemmex"), ".3f", frozenset({"measure", "report", "summary", "suite"}),
-           after=True, joiner="", note="× cublasGemmEx, timed in the same rotation as the best cuBLASLt algorithm"),
-    Column("pct_peak", "% of peak", _pct_peak, ".1f", frozenset({"replay-now", "report"}),
-           note="of the dense bf16 tensor-core peak at the highest SM clock (SMs × clock × 4096 FLOP a cycle)"),
-    Column("sm_clock_mhz", "SM MHz", lambda m, b: m["power"]["sm_clock_mhz"]["mean"], ".0f",
-           frozenset({"measure"}), after=True),
-    Column("power_w", "W", lambda m, b: m["power"]["power_w"]["mean"], ".0f", frozenset({"measure"}), after=True),
-    Column("hgmma", "HGMMA", lambda m, b: b.get("has_hgmma"), "", frozenset({"ladder"}), after=True),
-    Column("waves", "waves", lambda m, b: m["fit"]["waves"], ".2f", frozenset({"ladder",
-                                                                              "prompt", "report"}), after=True,
-           note="output tiles over the blocks the GPU holds at once: below 1 leaves SMs idle, 1.1 runs a "
-                "second wave one tenth full"),
-)
+NOTES = {
+    "best_lt": "× the fastest of cuBLASLt's heuristic algorithms for the shape, timed in the same rotation as "
+               "cublasGemmEx (above 1: faster than it)",
+    "gemmex": "× cublasGemmEx, timed in the same rotation as the best cuBLASLt algorithm",
+}
+
+
+def columns(baseline: str) -> tuple[Column, ...]:
+    """The figures beside the objective (× cuBLAS, or × best Lt where the campaign's baseline is the best
+    cuBLASLt algorithm): TFLOP/s, × the other cuBLAS (timed in the same rotation) wherever a lineage or a
+    report is read, % of peak, the clock and power of a measurement, HGMMA, waves."""
+    other = "best_lt" if baseline == "gemmex" else "gemmex"
+    return (
+        Column("tflops", "TFLOP/s", _tflops, ".1f", EVERYWHERE),
+        Column("cublas_tflops", "cuBLAS TFLOP/s", lambda m, b: (m.get("tflops") or {}).get("cublas"), ".1f",
+               frozenset({"measure"})),
+        Column(f"x_{other}", {"best_lt": "× best Lt", "gemmex": "× GemmEx"}[other], _versus(other), ".3f",
+               frozenset({"measure", "lineage", "ladder", "report", "summary", "suite"}), after=True, joiner="",
+               note=NOTES[other]),
+        Column("pct_peak", "% of peak", _pct_peak, ".1f", frozenset({"replay-now", "report"}),
+               note="of the dense bf16 tensor-core peak at the highest SM clock (SMs × clock × 4096 FLOP a cycle)"),
+        Column("sm_clock_mhz", "SM MHz", lambda m, b: m["power"]["sm_clock_mhz"]["mean"], ".0f",
+               frozenset({"measure"}), after=True),
+        Column("power_w", "W", lambda m, b: m["power"]["power_w"]["mean"], ".0f", frozenset({"measure"}), after=True),
+        Column("hgmma", "HGMMA", lambda m, b: b.get("has_hgmma"), "", frozenset({"ladder"}), after=True),
+        Column("waves", "waves", lambda m, b: m["fit"]["waves"], ".2f", frozenset({"ladder", "prompt", "report"}),
+               after=True,
+               note="output tiles over the blocks the GPU holds at once: below 1 leaves SMs idle, 1.1 runs a "
+                    "second wave one tenth full"),
+    )
+
 
 PROFILE_ROWS = [  # (key in a profile summary, label, format): the table and the prompt
     ("time_us", "duration (µs)", ".1f"), ("sm_clock_mhz", "SM clock (MHz)", ".0f"),

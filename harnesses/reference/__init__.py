@@ -327,7 +327,6 @@ class ReferenceHarnessCompile(ReferenceHarness):
     """A reference run whose objective is the speed-up over `torch.compile` (harness.baseline compile)."""
 
     for_baseline = "compile"
-
     objective = _objective("compile")
     columns = report.columns("compile")
 
