@@ -10,9 +10,11 @@ from pathlib import Path
 from replay import ReplayHarness, key
 from shapes import record_run
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
+from autodiscovery.cli import app
 from autodiscovery.running.loop import Loop
 from autodiscovery.running.suite import order
 from autodiscovery.store import Candidate, EvalKind, Run, Store
@@ -172,6 +174,22 @@ def test_a_kernel_database_may_be_left_out_by_a_pattern(tmp_path):
     less = warm.kernel_stores(["shipped", "!llama70b-qwen72b-*/*.db"])
     assert 0 < len(less) < len(shipped)
     assert not any("llama70b-qwen72b-" in s.shown for s in less)
+
+
+def test_a_pattern_that_leaves_out_nothing_is_refused_in_one_line(tmp_path):
+    """A mistyped `!PATTERN` would let in the databases it was written to keep out (a suite's own earlier
+    runs, in a run that claims to start from none): refused, naming it, from the command line too."""
+    import pytest
+
+    from autodiscovery.agents import warm
+    from autodiscovery.agents.space import SpaceError
+
+    with pytest.raises(SpaceError, match=r"'!llama70b-qwen72b/\*.db' leaves out none of the"):
+        warm.kernel_stores(["shipped", "!llama70b-qwen72b/*.db"])
+    res = CliRunner().invoke(app, ["--db", str(tmp_path / "runs.db"), "run", "--campaign", "hopper-gemm",
+                                   "--set", "agent.search.kernels=[shipped, '!no-such-*/*.db']"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "'!no-such-*/*.db' leaves out none of the" in " ".join(res.output.split())
 
 
 def test_a_kernel_database_that_cannot_be_read_is_refused_in_one_line(tmp_path):

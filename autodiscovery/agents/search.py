@@ -70,8 +70,8 @@ class SearchSettings(Strict):
     kernels: list[str] = []
     """Run databases to warm-start from besides the run's own (`warm_start`): file paths, or `shipped` for
     the databases shipped under the project's docs/; `!PATTERN` leaves out those whose path ends in what
-    the glob matches (`!llama70b-*/*.db`). Their kernels are re-checked and re-measured at this problem
-    like any candidate, never trusted."""
+    the glob matches (`!llama70b-*/*.db`; one that leaves out none is refused). Their kernels are re-checked
+    and re-measured at this problem like any candidate, never trusted."""
 
 
 

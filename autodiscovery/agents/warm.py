@@ -37,7 +37,8 @@ class Problem:
 def kernel_stores(names: list[str]) -> list:
     """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
     else the project's), `shipped` for every database under the project's docs/, less those a `!PATTERN`
-    matches (a glob matched against the end of the database's path: `!llama70b-*/*.db`)."""
+    matches (a glob matched against the end of the database's path: `!llama70b-*/*.db`). A pattern that
+    leaves out none of them is refused: mistyped, it would let in what it was written to keep out."""
     from autodiscovery import ROOT
     from autodiscovery.store import Store, StoreError
 
@@ -48,6 +49,9 @@ def kernel_stores(names: list[str]) -> list:
             paths += sorted((ROOT / "docs").glob("**/*.db"))
         elif not name.startswith("!"):
             paths.append(Path(name) if Path(name).exists() else ROOT / name)
+    if unmatched := [p for p in left_out if not any(path.resolve().match(p) for path in paths)]:
+        raise SpaceError(f"agent.search.kernels: '!{unmatched[0]}' leaves out none of the {len(paths)} databases "
+                         "it is given (a glob matched against the end of a database's path: '!llama70b-*/*.db')")
     out = []
     for path in paths:
         if any(path.resolve().match(pattern) for pattern in left_out):
