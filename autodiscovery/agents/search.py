@@ -123,7 +123,7 @@ class SearchAgent(AgentBase):
         self.fits.harness = harness
         self.devices = harness.parallel
         if self.warm_start:
-            sources: list[tuple[Any, int | None]] = [(store, run_id)] if store is not None else []
+            sources: list[warm.Source] = [(store, run_id)] if store is not None else []
             sources += [(kernels, None) for kernels in self.kernels]
             self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
         if self.batch_setting is None:
@@ -143,7 +143,7 @@ class SearchAgent(AgentBase):
         return self.propose(history, self.batch) or [self.seed_proposal(campaign)]
 
     # ---- warm start --------------------------------------------------------------------------
-    def recorded_bests(self, sources: list, fingerprint: dict) -> list[tuple[str, dict[str, Any], str]]:
+    def recorded_bests(self, sources: list[warm.Source], fingerprint: dict) -> list[warm.Best]:
         """(family, knobs, where it comes from) of the best candidates of the `warm_start` runs nearest this
         problem in `sources` ((store, the run to leave out) for the run's own database and each kernel
         database; `warm.py`)."""
@@ -152,7 +152,7 @@ class SearchAgent(AgentBase):
                                str(cc) if cc is not None else None)
         return warm.bests(sources, problem, self.space, self.warm_start)
 
-    def warm_moves(self, bests: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, dict[str, Any], str]]:
+    def warm_moves(self, bests: list[warm.Best]) -> list[warm.Best]:
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
         harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
         one badly), or where a setting the fit rates no slower reads far fewer operand bytes (`leaner`).

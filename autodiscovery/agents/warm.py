@@ -10,10 +10,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autodiscovery.agents.space import Space, SpaceError
 from autodiscovery.toolkit.text import canon
+
+if TYPE_CHECKING:
+    from autodiscovery.store import Store
+
+Source = tuple["Store", int | None]
+"""A database a warm start reads, and the run in it to leave out (the run being started), or None."""
+Best = tuple[str, dict[str, Any], str]
+"""A recorded best: its family, its knobs, and where it comes from, in words for the hypothesis."""
 
 OTHER_GPU = math.log(2)
 """A best recorded on another GPU of this one's compute capability counts as far from the problem as one
@@ -34,7 +42,7 @@ class Problem:
     """The GPU's compute capability ("9.0"): runs recorded on another GPU of the same one qualify too."""
 
 
-def kernel_stores(names: list[str]) -> list:
+def kernel_stores(names: list[str]) -> list[Store]:
     """The kernel databases a warm start reads, opened read-only: each path (from the working folder,
     else the project's), `shipped` for every database under the project's docs/, less those a `!PATTERN`
     matches (a glob matched against the end of the database's path: `!llama70b-*/*.db`). A pattern that
@@ -63,7 +71,7 @@ def kernel_stores(names: list[str]) -> list:
     return out
 
 
-def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tuple[str, dict[str, Any], str]]:
+def bests(sources: list[Source], problem: Problem, space: Space, count: int) -> list[Best]:
     """(family, knobs, where it comes from) of the best candidates of the `count` runs nearest `problem`
     (the sum of |log| of the size ratios) among those of the same harness, the same problem but for its
     sizes, on the same GPU (or another of its compute capability, OTHER_GPU farther), whose best is a
@@ -71,11 +79,12 @@ def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tup
     order of `sources` (the run's own first: its runs are of this machine and this campaign, a suite's
     tuned just before this problem for that), then by run.
     `sources`: (store, the run to leave out, or None) for each database read."""
-    found = []
-    for order, (store, run_id) in enumerate(sources):
-        found += [(distance, order, *rest) for distance, *rest in _bests_in(store, run_id, problem, space)]
-    out, seen = [], set()
-    for _, _, _, family, knobs, where in sorted(found, key=lambda f: f[:3]):
+    found = [(recorded.distance, order, recorded) for order, (store, run_id) in enumerate(sources)
+             for recorded in _bests_in(store, run_id, problem, space)]
+    out: list[Best] = []
+    seen = set()
+    for _, _, recorded in sorted(found, key=lambda f: (f[0], f[1], f[2].run)):
+        family, knobs, where = recorded.family, recorded.knobs, recorded.where
         if (family, canon(knobs)) in seen:
             continue
         seen.add((family, canon(knobs)))
@@ -85,7 +94,18 @@ def bests(sources: list, problem: Problem, space: Space, count: int) -> list[tup
     return out
 
 
-def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list[tuple]:
+@dataclass(frozen=True)
+class _Recorded:
+    """A run's best as a warm start weighs it: how far its problem is from this one, and what it is."""
+
+    distance: float
+    run: int
+    family: str
+    knobs: dict[str, Any]
+    where: str
+
+
+def _bests_in(store: Store, run_id: int | None, problem: Problem, space: Space) -> list[_Recorded]:
     from autodiscovery import registry
     from autodiscovery.store import Run
 
@@ -93,12 +113,12 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
     fixed = {k: v for k, v in problem.fields.items() if k not in sizes}
     named = "" if run_id is not None else f" in {_named(store)}"
     harness = registry.harness(problem.harness)
-    found = []
+    found: list[_Recorded] = []
     with store.session() as s:
         for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
             config, best = run.config or {}, run.best
             recorded = config.get("problem") or {}
-            if ((config.get("harness") or {}).get("name") != problem.harness or run.fingerprint.get("dry_run")
+            if (best is None or (config.get("harness") or {}).get("name") != problem.harness or run.fingerprint.get("dry_run")
                     or {k: v for k, v in recorded.items() if k not in sizes} != fixed
                     or not all(isinstance(recorded.get(k), int) and recorded[k] > 0 for k in sizes)):
                 continue
@@ -114,12 +134,12 @@ def _bests_in(store, run_id: int | None, problem: Problem, space: Space) -> list
             value = objective.read(best.measurement.metrics) if best.measurement else None
             there = f", {objective.format(value)} there" if isinstance(value, int | float) else ""
             where = "×".join(str(recorded[k]) for k in problem.sizes) + (f" on {gpu}" if sibling else "")
-            found.append((distance, run.id, fam.name, {**fam.default, **best.knobs},
-                          f"the best of run {run.id}{named} at {where}{there}"))
+            found.append(_Recorded(distance, run.id, fam.name, {**fam.default, **best.knobs},
+                                   f"the best of run {run.id}{named} at {where}{there}"))
     return found
 
 
-def _named(store) -> str:
+def _named(store: Store) -> str:
     """A kernel database as a hypothesis names it: its path within the project, or its file's name."""
     from autodiscovery import ROOT
 
