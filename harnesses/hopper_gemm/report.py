@@ -30,10 +30,10 @@ def _versus(kind: str):
 
 EVERYWHERE = frozenset({"live", "candidates", "lineage", "diff", "measure", "ladder", "replay", "report",
                         "summary", "prompt", "suite"})
-NOTES = {
-    "best_lt": "× the fastest of cuBLASLt's heuristic algorithms for the shape, timed in the same rotation as "
-               "cublasGemmEx (above 1: faster than it)",
-    "gemmex": "× cublasGemmEx, timed in the same rotation as the best cuBLASLt algorithm",
+VERSUS = {  # the other cuBLAS a run states beside its objective: its heading, and what it means
+    "best_lt": ("× best Lt", "× the fastest of cuBLASLt's heuristic algorithms for the shape, timed in the same "
+                             "rotation as cublasGemmEx (above 1: faster than it)"),
+    "gemmex": ("× GemmEx", "× cublasGemmEx, timed in the same rotation as the best cuBLASLt algorithm"),
 }
 
 
@@ -42,13 +42,14 @@ def columns(baseline: str) -> tuple[Column, ...]:
     cuBLASLt algorithm): TFLOP/s, × the other cuBLAS (timed in the same rotation) wherever a lineage or a
     report is read, % of peak, the clock and power of a measurement, HGMMA, waves."""
     other = "best_lt" if baseline == "gemmex" else "gemmex"
+    label, note = VERSUS[other]
     return (
         Column("tflops", "TFLOP/s", _tflops, ".1f", EVERYWHERE),
         Column("cublas_tflops", "cuBLAS TFLOP/s", lambda m, b: (m.get("tflops") or {}).get("cublas"), ".1f",
                frozenset({"measure"})),
-        Column(f"x_{other}", {"best_lt": "× best Lt", "gemmex": "× GemmEx"}[other], _versus(other), ".3f",
+        Column(f"x_{other}", label, _versus(other), ".3f",
                frozenset({"measure", "lineage", "ladder", "report", "summary", "suite"}), after=True, joiner="",
-               note=NOTES[other]),
+               note=note),
         Column("pct_peak", "% of peak", _pct_peak, ".1f", frozenset({"replay-now", "report"}),
                note="of the dense bf16 tensor-core peak at the highest SM clock (SMs × clock × 4096 FLOP a cycle)"),
         Column("sm_clock_mhz", "SM MHz", lambda m, b: m["power"]["sm_clock_mhz"]["mean"], ".0f",

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from harnesses.hopper_gemm import HopperGemmHarness
 
 
+Shape = tuple[int, int, int]
+
 SANITIZE_SMS = 4
 """The SMs a persistent kernel's grid is worked out for under the sanitizer."""
 
@@ -33,9 +35,6 @@ SANITIZE_SMS = 4
 def smaller(side: int) -> int:
     """A side of at most about 2048 with the same remainder modulo 1024 (a side up to 2048 is kept)."""
     return side if side <= 2048 else 1024 + side % 1024
-
-
-Shape = tuple[int, int, int]
 
 
 def sanitized_launch(source: str, shape: Shape, sms: int) -> tuple[Shape, Launch | None]:
