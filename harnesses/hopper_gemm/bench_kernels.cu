@@ -1,8 +1,9 @@
-// The harness's own device code, compiled at run time by the evaluation child (NVRTC through CuPy).
+// The harness's own device code, built like a candidate (harness.helpers) and loaded by the evaluation child.
 //
 // fill:    writes bf16 inputs as a pure function of (seed, index, distribution): a counter-based hash,
 //          so content is fresh for every launch and can be re-derived later without keeping a copy.
 // verify:  re-derives the same content and counts the elements that differ (inputs changed by a kernel).
+// fill_many, verify_many: the same for every buffer of several launches' slots at once (a timed sample's).
 // compare: one pass over an output and its reference: sum of squared differences, sum of squared
 //          reference values, largest difference, largest reference value, non-finite and unwritten counts.
 // poison:  fills an output with the bf16 NaN pattern every launch starts from.
@@ -28,6 +29,7 @@ typedef unsigned long long u64;
 // matches cuBLAS to the bit, while fp16 or bf16 sums, or bf16 partials of a split K, lose the result.
 #define WIDE_EXP 8
 #define POISON 0xFFFFu
+#define STATS_COLUMNS 16  // verdict.py: COLUMNS
 
 __device__ __forceinline__ u64 mix64(u64 z) {
   z += 0x9E3779B97F4A7C15ull;
@@ -77,9 +79,9 @@ __device__ __forceinline__ u16 draw(u64 seed, u64 i, int dist, u64 cols, int fli
 }
 
 // Eight elements a thread a step, one 16-byte access, where the buffer starts on 16 bytes (the tail, or
-// all of a buffer that does not, one element at a time).
-extern "C" __global__ void fill(u16* __restrict__ out, u64 n, u64 seed, int dist, u64 cols, int flip) {
-  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+// all of a buffer that does not, one element at a time); threads `first`, `first + stride`, ... of it.
+__device__ __forceinline__ void fill_range(u16* __restrict__ out, u64 n, u64 seed, int dist, u64 cols, int flip,
+                                           u64 first, u64 stride) {
   const u64 n8 = ((unsigned long long)out & 15) ? 0 : n / 8;
   for (u64 v = first; v < n8; v += stride) {
     u32 w[4];
@@ -91,9 +93,9 @@ extern "C" __global__ void fill(u16* __restrict__ out, u64 n, u64 seed, int dist
   for (u64 i = n8 * 8 + first; i < n; i += stride) out[i] = draw(seed, i, dist, cols, flip);
 }
 
-extern "C" __global__ void verify(const u16* __restrict__ in, u64 n, u64 seed, int dist, u64 cols, int flip,
-                                  u64* __restrict__ mismatches) {
-  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+// The elements of `in` that differ from what fill_range wrote, counted into *mismatches.
+__device__ __forceinline__ void verify_range(const u16* __restrict__ in, u64 n, u64 seed, int dist, u64 cols, int flip,
+                                             u64* __restrict__ mismatches, u64 first, u64 stride) {
   const u64 n8 = ((unsigned long long)in & 15) ? 0 : n / 8;
   u64 bad = 0;
   for (u64 v = first; v < n8; v += stride) {
@@ -108,6 +110,56 @@ extern "C" __global__ void verify(const u16* __restrict__ in, u64 n, u64 seed, i
   for (u64 i = n8 * 8 + first; i < n; i += stride) bad += in[i] != draw(seed, i, dist, cols, flip);
   for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xFFFFFFFFu, bad, o);
   if ((threadIdx.x & 31) == 0 && bad) atomicAdd(mismatches, bad);
+}
+
+extern "C" __global__ void fill(u16* __restrict__ out, u64 n, u64 seed, int dist, u64 cols, int flip) {
+  fill_range(out, n, seed, dist, cols, flip, blockIdx.x * (u64)blockDim.x + threadIdx.x, (u64)gridDim.x * blockDim.x);
+}
+
+extern "C" __global__ void verify(const u16* __restrict__ in, u64 n, u64 seed, int dist, u64 cols, int flip,
+                                  u64* __restrict__ mismatches) {
+  verify_range(in, n, seed, dist, cols, flip, mismatches, blockIdx.x * (u64)blockDim.x + threadIdx.x,
+               (u64)gridDim.x * blockDim.x);
+}
+
+// A launch's buffers as one batch (measure.py: Bench.jobs): fill_many draws (or poisons) every buffer of
+// several launches' slots in one launch, verify_many checks them, a job a row of blocks (blockIdx.y).
+// A job's content is drawn from mix64(base ^ salt): `base` is the draw's seed, `salt` names the slot and
+// the buffer, so every buffer of every slot gets content of its own from one seed.
+#define JOB_A 0     // an operand, drawn from the launch's distribution
+#define JOB_B 1     // the other operand: its signs alternate along K in the cancelling distributions
+#define JOB_C 2     // the output: poisoned
+#define JOB_ZONE 3  // a guard zone: drawn uniform
+struct Job {
+  u16* ptr;
+  u64 n;
+  u64 cols;
+  u64 salt;
+  u32 kind;
+  u32 column;  // where verify_many counts its mismatches in the slot's stats row
+  u32 row;     // the slot's stats row, counted from the `stats` verify_many is given
+  u32 pad;
+};
+
+extern "C" __global__ void fill_many(const Job* __restrict__ jobs, u64 base, int dist) {
+  const Job job = jobs[blockIdx.y];
+  const u64 first = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x;
+  if (job.kind == JOB_C) {
+    for (u64 i = first; i < job.n; i += stride) job.ptr[i] = POISON;
+    return;
+  }
+  const bool zone = job.kind == JOB_ZONE;
+  fill_range(job.ptr, job.n, mix64(base ^ job.salt), zone ? DIST_UNIFORM : dist, job.cols, job.kind == JOB_B,
+             first, stride);
+}
+
+extern "C" __global__ void verify_many(const Job* __restrict__ jobs, u64 base, int dist, u64* __restrict__ stats) {
+  const Job job = jobs[blockIdx.y];
+  if (job.kind == JOB_C) return;
+  const bool zone = job.kind == JOB_ZONE;
+  verify_range(job.ptr, job.n, mix64(base ^ job.salt), zone ? DIST_UNIFORM : dist, job.cols, job.kind == JOB_B,
+               stats + (u64)job.row * STATS_COLUMNS + job.column, blockIdx.x * (u64)blockDim.x + threadIdx.x,
+               (u64)gridDim.x * blockDim.x);
 }
 
 extern "C" __global__ void poison(u32* __restrict__ out, u64 n_pairs) {

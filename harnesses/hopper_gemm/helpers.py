@@ -24,16 +24,28 @@ class Helpers:
     def __init__(self, cubin: str | Path, stream: cp.cuda.Stream, sms: int) -> None:
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
         self.fns = {n: check(cu.cuModuleGetFunction(self.module, n.encode()))
-                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream", "smem_poison")}
+                    for n in ("fill", "verify", "poison", "compare", "scrub", "delay", "upstream", "smem_poison",
+                                "fill_many", "verify_many")}
         self.sms = sms
         self._smem_set = 0
         self.stream = cu.CUstream(stream.ptr)
         self.blocks = 4 * sms
 
-    def _launch(self, name: str, args: list, blocks: int | None = None) -> None:
+    def _launch(self, name: str, args: list, blocks: int | None = None, rows: int = 1) -> None:
         ptrs = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        check(cu.cuLaunchKernel(self.fns[name], blocks or self.blocks, 1, 1, self.THREADS, 1, 1, 0, self.stream,
+        check(cu.cuLaunchKernel(self.fns[name], blocks or self.blocks, rows, 1, self.THREADS, 1, 1, 0, self.stream,
                                 ctypes.addressof(ptrs), 0))
+
+    def fill_many(self, jobs: int, count: int, base: int, dist: int, blocks: int) -> None:
+        """Every buffer of `count` jobs (a device table of bench_kernels.cu's Job, at address `jobs`) drawn
+        from `base` (or poisoned), `blocks` blocks a job."""
+        self._launch("fill_many", [ctypes.c_void_p(jobs), ctypes.c_uint64(base), ctypes.c_int(dist)], blocks, count)
+
+    def verify_many(self, jobs: int, count: int, base: int, dist: int, stats: int, blocks: int) -> None:
+        """The buffers of `count` jobs checked against what fill_many drew from `base`, each job's mismatches
+        counted at its row and column of the stats table at address `stats`."""
+        self._launch("verify_many", [ctypes.c_void_p(jobs), ctypes.c_uint64(base), ctypes.c_int(dist),
+                                     ctypes.c_void_p(stats)], blocks, count)
 
     def fill(self, out: cp.ndarray, seed: int, dist: int, flip: bool) -> None:
         u64 = ctypes.c_uint64

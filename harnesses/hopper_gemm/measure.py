@@ -53,6 +53,11 @@ SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
 UPSTREAM_S = 30e-6  # how long the kernel before a dependent launch waits before it writes the inputs
+MASK64 = (1 << 64) - 1
+JOB = np.dtype([("ptr", "<u8"), ("n", "<u8"), ("cols", "<u8"), ("salt", "<u8"), ("kind", "<u4"), ("column", "<u4"),
+                ("row", "<u4"), ("pad", "<u4")])
+"""bench_kernels.cu's Job: one buffer of a slot, as fill_many draws it and verify_many checks it."""
+JOB_A, JOB_B, JOB_C, JOB_ZONE = range(4)
 
 
 class Bench:
@@ -66,7 +71,12 @@ class Bench:
         """Slots in guarded arenas; else (under compute-sanitizer) A, B and C allocations of their own."""
         self.zones: list[list[cp.ndarray]] = []  # each slot's guard zones, in ZONES order (A, B, C)
         self.watched: dict[str, list[cp.ndarray]] = {}  # each kernel's workspace zones, by kernel name
-        self.zone_seed: dict = {}
+        self.zone_seed: dict = {}  # a workspace's zones' draw, by kernel name
+        self.jobs = np.zeros(0, JOB)
+        """Every slot's buffers (A, B, C, then its guard zones) as fill_many and verify_many take them."""
+        self.per_slot = 9 if guarded else 3
+        self._jobs_dev: cp.ndarray | None = None  # `jobs` on the device (None: not since a slot was added)
+        self._tables: list[cp.ndarray] = []  # every table uploaded: a launch queued before may still read it
         self.arenas: list[cp.ndarray] = []  # the allocations the slots and workspaces are views of
         self.info = info
         self.stream = cp.cuda.Stream(non_blocking=True)
@@ -88,7 +98,9 @@ class Bench:
         self._go: tuple[cp.cuda.PinnedMemoryPointer, np.ndarray] | None = None  # arrive_late's host-written word
         self._epoch = 0
         self.checks: list[Check] = []
-        self._stats: list[cp.ndarray] = []
+        self._stats: list[cp.ndarray] = []  # the stats table, in chunks of consecutive rows
+        self._rows_used = 0
+        self._rows_held = 0
         self.baseline = self._baseline(baseline, lt_algo) if guarded else None
         self.other_kind = ("best_lt" if baseline == "gemmex" else "gemmex") if both else None
         """The other cuBLAS, timed beside the baseline so that every result states both (None: not timed)."""
@@ -109,12 +121,38 @@ class Bench:
             shapes = [("A", (self.M, self.K)), ("B", (self.N, self.K)), ("C", (self.M, self.N))]
             if not self.guarded:
                 self.slots.append(tuple(cp.empty(shape, cp.uint16) for _, shape in shapes))
-                continue
-            raw, views, zones = arena([(name, shape) for name, shape in shapes])
-            self.slots.append(tuple(views))
-            self.zones.append(zones)
-            self.arenas.append(raw)
+            else:
+                raw, views, zones = arena([(name, shape) for name, shape in shapes])
+                self.slots.append(tuple(views))
+                self.zones.append(zones)
+                self.arenas.append(raw)
+            self._add_jobs(len(self.slots) - 1)
         return self.slots[i]
+
+    def _add_jobs(self, i: int) -> None:
+        """Slot i's buffers in the jobs table: A, B (their mismatches in columns 6 and 7 of its check's row),
+        C (poisoned), and each guard zone (column 8 on, in ZONES order)."""
+        A, B, C = self.slots[i]
+        rows = [(A, JOB_A, 6), (B, JOB_B, 7), (C, JOB_C, 0)]
+        rows += [(z, JOB_ZONE, 8 + k) for k, z in enumerate(self.zones[i] if self.guarded else [])]
+        new = np.zeros(len(rows), JOB)
+        for j, (buf, kind, column) in enumerate(rows):
+            salt = ((i * 16 + j + 1) * 0x9E3779B97F4A7C15) & MASK64
+            new[j] = (buf.data.ptr, buf.size, buf.shape[1], salt, kind, column, i, 0)
+        self.jobs = np.concatenate([self.jobs, new])
+        self._jobs_dev = None
+
+    def _jobs_of(self, first: int) -> int:
+        """The device address of slot `first`'s jobs (the table uploaded where a slot was added since)."""
+        if self._jobs_dev is None:
+            self._jobs_dev = cp.asarray(self.jobs.view(np.uint8))
+            self._tables.append(self._jobs_dev)
+        return self._jobs_dev.data.ptr + first * self.per_slot * JOB.itemsize
+
+    def _blocks(self, slots: int) -> int:
+        """Blocks a job, where `slots` slots are drawn or checked at once: about four an SM over their
+        operands (a guard zone's job ends in its first few blocks)."""
+        return max(2, -(-4 * self.info.sms // (2 * slots)))
 
     def workspace(self, name: str, nbytes: int) -> cp.ndarray:
         """A kernel's workspace (zero), between guard zones that every check of its launches verifies."""
@@ -154,22 +192,30 @@ class Bench:
         return int(self.rng.integers(1, 2**63))
 
     def prepare(self, draw: Draw) -> None:
-        """Fresh content in the slot's A and B, and the poison in its C (untimed)."""
-        A, B, C = self.slot(draw.slot)
-        self.helpers.fill(A, draw.seed, draw.dist, flip=False)
-        self.helpers.fill(B, draw.seed ^ 0x5BD1E995, draw.dist, flip=True)
-        self.helpers.poison(C)
+        """Fresh content in the slot's A and B, the poison in its C, and its guard zones drawn afresh, all
+        from the draw's seed (untimed)."""
+        self.slot(draw.slot)
+        self.helpers.fill_many(self._jobs_of(draw.slot), self.per_slot, draw.seed, draw.dist, self._blocks(1))
         self.draws[draw.slot] = draw
-        if self.guarded:  # the slot's guard zones, drawn afresh for this launch
-            self.zone_seed[draw.slot] = draw.seed
-            for k, z in enumerate(self.zones[draw.slot]):
-                self.helpers.fill(z, self._seed_of(draw.slot, k), 0, flip=False)
 
-    def _row(self) -> int:
-        n = sum(len(s) for s in self._stats)
-        if n == len(self.checks):
-            self._stats.append(cp.zeros((max(64, n), COLUMNS), cp.uint64))
-        return len(self.checks)
+    def prepare_many(self, n: int, seed: int, dist: int) -> list[Draw]:
+        """`prepare` for slots 0 to n-1 at once (a timed sample's), each slot's content its own, from one seed."""
+        self.slot(n - 1)
+        self.helpers.fill_many(self._jobs_of(0), n * self.per_slot, seed, dist, self._blocks(n))
+        draws = [Draw(j, seed, dist) for j in range(n)]
+        self.draws.update(enumerate(draws))
+        return draws
+
+    def _rows(self, n: int) -> int:
+        """The first of n consecutive fresh rows of the stats table (a new chunk where the last has too
+        few left: the rows skipped stay zero, and no check reads them)."""
+        if self._rows_used + n > self._rows_held:
+            size = max(64, n, self._rows_held)
+            self._stats.append(cp.zeros((size, COLUMNS), cp.uint64))
+            self._rows_used, self._rows_held = self._rows_held, self._rows_held + size
+        first = self._rows_used
+        self._rows_used += n
+        return first
 
     def _row_ptr(self, row: int) -> int:
         for chunk in self._stats:
@@ -179,27 +225,36 @@ class Bench:
         raise IndexError(row)
 
     def check(self, slot: int, kernel: str, phase: str, index: int) -> Check:
-        """Queue the checks of the launch that used `slot`: inputs unchanged, output against cuBLAS."""
-        A, B, C = self.slot(slot)
-        draw = self.draws[slot]
-        row = self._row()
-        ptr = self._row_ptr(row)
-        self.helpers.verify(A, draw.seed, draw.dist, False, ptr + 6 * 8)
-        self.helpers.verify(B, draw.seed ^ 0x5BD1E995, draw.dist, True, ptr + 7 * 8)
-        if self.guarded:
-            for k, z in enumerate(self.zones[slot]):
-                self.helpers.verify(z, self._seed_of(slot, k), 0, False, ptr + (8 + k) * 8)
-            if (zones := self.watched.get(kernel)) is not None:  # verified, then drawn afresh
-                for k, z in enumerate(zones):
-                    self.helpers.verify(z, self._seed_of(kernel, k), 0, False, ptr + (14 + k) * 8)
-                self.zone_seed[kernel] = self.zone_seed.get(kernel, 0) + 1
-                for k, z in enumerate(zones):
-                    self.helpers.fill(z, self._seed_of(kernel, k), 0, flip=False)
-        self._gemmex().gemm(A, B, self.ref)
-        self.helpers.compare(C, self.ref, ptr)
-        c = Check(kernel, phase, index, draw.dist, row)
-        self.checks.append(c)
-        return c
+        """Queue the checks of the launch that used `slot`: inputs unchanged, guard zones intact, output
+        against cuBLAS."""
+        return self.check_many([slot], kernel, phase, index)[0]
+
+    def check_many(self, slots: list[int], kernel: str, phase: str, first_index: int) -> list[Check]:
+        """`check` for the launches that used these slots (consecutive, from one draw's seed where more
+        than one: a timed sample's), the inputs' and the zones' checks in one launch."""
+        draw = self.draws[slots[0]]
+        assert all(self.draws[s].seed == draw.seed and self.draws[s].dist == draw.dist for s in slots)
+        assert slots == list(range(slots[0], slots[0] + len(slots)))
+        first = self._rows(len(slots))
+        # verify_many counts slot s's mismatches at row `row of s` of the table it is given: rows from here.
+        table = self._row_ptr(first) - slots[0] * COLUMNS * 8
+        self.helpers.verify_many(self._jobs_of(slots[0]), len(slots) * self.per_slot, draw.seed, draw.dist, table,
+                                 self._blocks(len(slots)))
+        if self.guarded and (zones := self.watched.get(kernel)) is not None:  # verified, then drawn afresh
+            ptr = self._row_ptr(first)
+            for k, z in enumerate(zones):
+                self.helpers.verify(z, self._seed_of(kernel, k), 0, False, ptr + (14 + k) * 8)
+            self.zone_seed[kernel] = self.zone_seed.get(kernel, 0) + 1
+            for k, z in enumerate(zones):
+                self.helpers.fill(z, self._seed_of(kernel, k), 0, flip=False)
+        out = []
+        for j, s in enumerate(slots):
+            A, B, C = self.slot(s)
+            self._gemmex().gemm(A, B, self.ref)
+            self.helpers.compare(C, self.ref, self._row_ptr(first + j))
+            out.append(Check(kernel, phase, first_index + j, draw.dist, first + j))
+        self.checks.extend(out)
+        return out
 
     def results(self, tolerance: Tolerance) -> list[tuple[Check, dict]]:
         """Every queued check with its result (waits for the GPU)."""
@@ -312,10 +367,7 @@ class Bench:
     def sample(self, name: str, launch: Callable[[int], None], n: int, checked: bool, phase: str,
                first_index: int, est_s: float | None) -> tuple[cp.cuda.Event, cp.cuda.Event]:
         """n launches, each on inputs drawn for it, timed together between two events; then checked."""
-        offset = int(self.rng.integers(TIMED))
-        draws = [Draw(j, self.seed(), (offset + j) % TIMED) for j in range(n)]
-        for d in draws:
-            self.prepare(d)
+        draws = self.prepare_many(n, self.seed(), int(self.rng.integers(TIMED)))
         cp.cuda.runtime.memsetAsync(self.flush.data.ptr, 0, self.flush.nbytes, self.stream.ptr)  # cold L2
         self.helpers.scrub(self.clean, self.sink)  # and clean
         # Keep the GPU busy while the host queues the sample, so no launch waits for the host.
@@ -326,8 +378,7 @@ class Bench:
             launch(d.slot)
         e1.record(self.stream)
         if checked:
-            for j, d in enumerate(draws):
-                self.check(d.slot, name, phase, first_index + j)
+            self.check_many([d.slot for d in draws], name, phase, first_index)
         return e0, e1
 
     def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
@@ -367,12 +418,17 @@ class Bench:
         child.beat()
         timing = plan(est, sample_ms, warmup_ms, reps, budget_s, self.max_slots, screen)
         inner = timing.inner
+        # Warm-up for about `warmup_ms` of the GPU's time: the plan's rounds count the kernels' time alone,
+        # and the wall clock stops them sooner where the draws and checks around the launches cost more.
+        warm_until = time.perf_counter() + warmup_ms / 1e3
         for _ in range(timing.warmup_rounds):
             for k in range(len(names)):
                 sample(k, inner[k], "warmup", est[k] / 1e3)
             if timing.slow:
                 self.stream.synchronize()
                 child.beat()
+            if time.perf_counter() >= warm_until:
+                break
         reps = timing.reps
         events = [[None] * len(names) for _ in range(reps)]
 
