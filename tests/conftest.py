@@ -26,6 +26,8 @@ def _has_gpu() -> bool:
 
 HAS_GPU = _has_gpu()
 HAS_NVCC = shutil.which("nvcc") is not None
+if not HAS_GPU:  # no child is started ahead of its job where no GPU waits for it (tests/test_child.py tests them)
+    os.environ.setdefault("AUTODISCOVERY_SPARES", "0")
 
 
 def pytest_collection_modifyitems(config, items):

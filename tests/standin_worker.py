@@ -3,7 +3,7 @@ a real process: `python -m standin_worker JOB RESULT`, with tests/ on PYTHONPATH
 
 `do`: `answer` (a result through the protocol), `refuse` and `fail` (an exception the worker knows and
 one it does not), `exit` (ends with a code and no result), `sleep` (past any limit), `garbage` (a
-result that is not JSON)."""
+result that is not JSON), `where` (whether a spare did the job: `child.Spares`)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def work(job: dict) -> dict:
             f.write('{"status": "ok", "metr')
         sys.stdout.flush()
         os._exit(0)
+    if do == "where":  # whether a spare did the job, and how long it had waited for it
+        return child.result(EvalStatus.ok, metrics={"spare": sys.argv[3:4] == [child.WAIT],
+                                                    "waited_s": child.job_started() - STARTED})
     return child.result(job.get("status", EvalStatus.ok), "the child's own log", {"seen": job["x"] * 2})
 
 

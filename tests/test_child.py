@@ -1,11 +1,13 @@
 """The evaluation child's protocol (`toolkit/child.py`), both sides, with real processes: a worker that
 answers, one that raises what it knows and what it does not, one that exits without a result, one
 killed by a signal, one past its time limit, one whose result is not JSON. Each ends as the Outcome
-the harnesses record, with the messages users see."""
+the harnesses record, with the messages users see, whether a child started for the job or a spare
+started ahead of it (`child.Spares`) did it."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -17,12 +19,57 @@ HERE = Path(__file__).parent
 
 
 def env() -> dict[str, str]:
-    base = child.environment()
+    """The child's environment, less what pytest changes from a test's set-up to its call (a spare is
+    the environment's it was started in)."""
+    base = {k: v for k, v in child.environment().items() if k != "PYTEST_CURRENT_TEST"}
     return base | {"PYTHONPATH": os.pathsep.join([str(HERE), base["PYTHONPATH"]])}
 
 
 def run(job: dict, timeout_s: float = 60, **kw):
     return child.run("standin_worker", job, timeout_s, env(), **kw)
+
+
+def stocked() -> child.Spare:
+    """The spare started for the standin worker's next job, once it is ready to take it: its Python
+    started and waiting (a job given to it before then waits for that)."""
+    key = ("standin_worker", str(child.ROOT), tuple(sorted(env().items())))
+    spare = child.SPARES_POOL._spares[key].result(timeout=30)
+    end = time.time() + 30
+    while spare.proc.poll() is None and not spare.waiting():
+        assert time.time() < end, "the spare never came to wait for its job"
+        time.sleep(0.05)
+    return spare
+
+
+@pytest.fixture(autouse=True, params=["started for the job", "a spare"])
+def spares(request, monkeypatch):
+    """Every test of the protocol twice: with a child started for each job, and with spares, one of them
+    waiting already."""
+    monkeypatch.setenv(child.SPARES, "1" if request.param == "a spare" else "0")
+    if request.param == "a spare":
+        run({"do": "answer", "x": 0})  # the first job asks for a spare for the next
+        stocked()
+    yield request.param
+    child.SPARES_POOL.close()
+
+
+def test_the_job_is_done_by_a_spare_where_one_waits(spares):
+    out = run({"do": "where"})
+    assert out.status == EvalStatus.ok and out.metrics["spare"] == (spares == "a spare")
+    if spares == "a spare":
+        assert out.metrics["waited_s"] > 0  # it was given the job after it started, and counts from then
+        assert run({"do": "where"}).metrics["spare"]  # and another was started for the next
+
+
+def test_a_spare_that_died_before_its_job_hands_it_to_a_child_started_for_it(spares):
+    if spares != "a spare":
+        pytest.skip("spares only")
+    spare = stocked()
+    spare.proc.kill()
+    spare.proc.wait()
+    out = run({"do": "where"})
+    assert out.status == EvalStatus.ok and out.metrics["spare"] is False
+    assert not spare.folder.exists()
 
 
 def test_an_answer_is_the_outcome_with_the_childs_log_then_what_it_printed():

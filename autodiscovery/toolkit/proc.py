@@ -62,8 +62,22 @@ def run_child(cmd: list[str], cwd: str | Path, env: dict[str, str], timeout_s: f
     the child's last sign of progress, not from its start: a child that keeps making progress runs as long
     as it needs, one that stops is killed `timeout_s` after its last sign."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", start_new_session=True, preexec_fn=tethered(timeout_s + grace_s))
+    return finish_child(start_child(cmd, cwd, env, timeout_s + grace_s), timeout_s, progress, start)
+
+
+def start_child(cmd: list[str], cwd: str | Path, env: dict[str, str], deadline_s: float | None,
+                stdin: bool = False) -> subprocess.Popen:
+    """A command started in a process group of its own, tethered to this thread (it dies with it) and, with
+    `deadline_s`, to a deadline of its own; with `stdin`, a pipe to write to it (a spare child waits on it
+    for its job: `child.Spares`)."""
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin else None,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                            start_new_session=True, preexec_fn=tethered(deadline_s))
+
+
+def finish_child(proc: subprocess.Popen, timeout_s: float, progress: Path | None, start: float) -> Finished:
+    """A started child waited for under `run_child`'s limit (from `start`, a perf_counter reading), its
+    group killed if this process is interrupted meanwhile."""
     try:
         output, code = _wait(proc, timeout_s, progress)
     except BaseException:

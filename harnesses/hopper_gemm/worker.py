@@ -139,7 +139,7 @@ def benchmark(job: dict) -> dict:
     info = device_info()
     both = job["mode"] == "benchmark" and job.get("lt_algo") is not None and s.get("both_baselines", True)
     bench = Bench(M, N, K, info, job["helpers"], s["baseline"], job.get("lt_algo"), both)
-    t_init = time.perf_counter() - T0
+    t_init = time.perf_counter() - child.job_started()
     metrics: dict = {"device": info.name}
     t = time.perf_counter()
     kernels = {}
@@ -377,10 +377,26 @@ def crashed(job: dict, exc: Exception) -> str:
     return said + child.crash_log(exc)
 
 
+def warm() -> None:
+    """What a spare child loads before its job (`child.serve`): CuPy, the driver's bindings and NVML, and
+    the harness's modules; the driver initialised. Nothing of it touches the GPU: no context is made
+    until the job, so a spare disturbs no measurement running beside it."""
+    import cupy  # noqa: F401
+    import pynvml
+    from cuda.bindings import driver as cu
+
+    import harnesses.hopper_gemm.measure  # noqa: F401
+    import harnesses.hopper_gemm.power  # noqa: F401
+    from autodiscovery.toolkit import stats  # noqa: F401
+
+    cu.cuInit(0)
+    pynvml.nvmlInit()
+
+
 def main() -> NoReturn:
     """The child's side of `toolkit/child.py`; NoDevice is a crash of the machine, not of a kernel (nothing
     ran), said in its own words."""
-    child.serve(work, T0, known={NoDevice: EvalStatus.crashed}, crashed=crashed)
+    child.serve(work, T0, known={NoDevice: EvalStatus.crashed}, crashed=crashed, warm=warm)
 
 
 if __name__ == "__main__":

@@ -343,12 +343,18 @@ def work(job: dict) -> dict:
     return evaluate(job)
 
 
+def warm() -> None:
+    """What a spare child loads before its job (`child.serve`): PyTorch, which touches no GPU until the job
+    asks it to."""
+    import torch  # noqa: F401
+
+
 def main() -> NoReturn:
     """The child's side of `toolkit/child.py`: the problem failing is its own status, a refused launch and
     a wrong answer theirs; any other exception (a CUDA error in a candidate's launch) is a crash."""
     child.serve(work, T0, known={ProblemFailure: PROBLEM_FAILED, Refused: EvalStatus.rejected,
                                  Incorrect: EvalStatus.incorrect},
-                crashed=lambda job, exc: child.crash_log(exc, _one(exc)))
+                crashed=lambda job, exc: child.crash_log(exc, _one(exc)), warm=warm)
 
 
 if __name__ == "__main__":
