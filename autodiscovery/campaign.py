@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import math
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
@@ -38,6 +40,10 @@ class ProblemBase(Strict):
     def names(self) -> dict[str, int]:
         """The problem's sizes by name: what a search space's constraints may use."""
         return {}
+
+    def work(self) -> float | None:
+        """The problem's arithmetic in floating-point operations, where it has a count (None: it has none)."""
+        return None
 
 
 class HarnessSettings(Strict):
@@ -116,6 +122,50 @@ class SuiteEntry(Strict):
     """The fields of `problem` this entry sets (M, N and K, say); the rest are the campaign's."""
 
 
+class Sweep(Strict):
+    """Problems drawn at random from a stated distribution, tuned in turn as a suite: the benchmark of
+    shapes no one chose. The same seed draws the same problems, on any machine."""
+
+    seed: int = 0
+    """Seed of the draw (Python's `random.Random`)."""
+    count: int = Field(24, ge=1, le=1000)
+    """Problems drawn."""
+    sizes: dict[str, tuple[int, int]] = Field(min_length=1)
+    """Each size drawn, with its range, both ends included (`M: [16, 16384]`): log-uniform, so every factor
+    of two in the range is as likely as any other. Drawn in the order given, problem after problem."""
+    multiple: int = Field(8, ge=1)
+    """Every size drawn is a multiple of this: the draw is rounded to the nearest one within the range."""
+
+    @field_validator("sizes")
+    @classmethod
+    def _ranges(cls, v: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        for name, (lo, hi) in v.items():
+            if not 0 < lo <= hi:
+                raise ValueError(f"{name}: [{lo}, {hi}] is not a range of positive sizes, the smaller first")
+        return v
+
+    def problems(self) -> list[dict[str, int]]:
+        """The problems drawn: sizes by name, in the order drawn."""
+        rng = random.Random(self.seed)
+        out = []
+        for _ in range(self.count):
+            drawn = {}
+            for name, (lo, hi) in self.sizes.items():
+                first, last = -(-lo // self.multiple) * self.multiple, hi // self.multiple * self.multiple
+                if first > last:
+                    raise CampaignError(f"sweep.sizes.{name}: [{lo}, {hi}] holds no multiple of {self.multiple}")
+                x = math.exp(math.log(lo) + rng.random() * (math.log(hi) - math.log(lo)))
+                drawn[name] = min(last, max(first, round(x / self.multiple) * self.multiple))
+            out.append(drawn)
+        return out
+
+    def entries(self) -> list[SuiteEntry]:
+        """The problems drawn as a suite's entries, labelled by their number and sizes ("03 · 512×2048×64")."""
+        width = len(str(self.count))
+        return [SuiteEntry(label=f"{i + 1:0{width}d} · {'×'.join(str(v) for v in p.values())}", problem=p)
+                for i, p in enumerate(self.problems())]
+
+
 class Campaign(Strict):
     name: str
     """Campaign name, shown in `runs`."""
@@ -136,6 +186,18 @@ class Campaign(Strict):
     suite: list[SuiteEntry] | None = None
     """Several problems tuned in turn, a run each (`budget` and `stop` are each one's), the suite's run
     recording the dispatch table: each problem's best kernel (none: the one `problem`)."""
+    sweep: Sweep | None = None
+    """A suite drawn at random (`suite` is then the problems drawn, and need not be given)."""
+
+    @model_validator(mode="after")
+    def _drawn(self) -> Campaign:
+        if self.sweep is not None:
+            drawn = self.sweep.entries()
+            if self.suite is None:
+                self.suite = drawn
+            elif self.suite != drawn:
+                raise ValueError("suite: a sweep draws its suite; give one or the other")
+        return self
 
     @field_validator("suite")
     @classmethod
@@ -150,7 +212,7 @@ class Campaign(Strict):
 
     def entry(self, entry: SuiteEntry, source: str = "campaign") -> Campaign:
         """The campaign of one problem of the suite: the problem's fields set, no suite."""
-        data = self.model_dump(mode="json") | {"suite": None, "name": f"{self.name}/{entry.label}"}
+        data = self.model_dump(mode="json") | {"suite": None, "sweep": None, "name": f"{self.name}/{entry.label}"}
         data["problem"] = {**data.get("problem", {}), **entry.problem}
         return validate(data, f"{source}: suite entry '{entry.label}'")
 

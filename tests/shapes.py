@@ -29,13 +29,13 @@ def structural(M: int, N: int, K: int, n: int = 6) -> list:
 
 
 def record_run(store, shape: tuple[int, int, int], family: str, knobs: dict, ratio: float, gpu: str = "H100",
-               dry: bool = False, cc: str | None = None, sets: tuple[str, ...] = ()) -> int:
+               dry: bool = False, cc: str | None = None, sets: tuple[str, ...] = (), name: str = "hopper-gemm") -> int:
     """A finished hopper-gemm run at `shape` whose best is (family, knobs), as the loop records one."""
     from autodiscovery.store.models import Candidate, Evaluation, Run
 
     campaign = campaigns.load("hopper-gemm", [f"problem.{k}={v}" for k, v in zip("MNK", shape)] + list(sets))
     with store.session() as s:
-        run = Run(campaign="hopper-gemm", agent="search", config=campaign.model_dump(mode="json"),
+        run = Run(campaign=name, agent="search", config=campaign.model_dump(mode="json"),
                   fingerprint={"gpu": gpu, **({"cc": cc} if cc else {}),
                                                                 **({"dry_run": True} if dry else {})}, status="finished")
         s.add(run)

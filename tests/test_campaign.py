@@ -12,7 +12,7 @@ def test_shipped_campaign_loads_with_defaults():
     assert c.problem.flops == 2 * 4096**3
     assert c.seed_path().name == "naive.cu" and c.seed_path().is_file()
     assert [p.stem for p in campaigns.available()] == [
-        "bias_gelu", "edge-codesign", "hopper-gemm", "llama3-8b-gemm", "llama3-8b-rest", "llama3-8b-small",
+        "bias_gelu", "edge-codesign", "gemm-sweep", "hopper-gemm", "llama3-8b-gemm", "llama3-8b-rest", "llama3-8b-small",
         "llama70b-qwen72b-gemm", "matmul", "rmsnorm", "softmax", "sum_reduction"]
 
 
@@ -76,7 +76,7 @@ def test_broken_files(tmp_path):
     noseed.write_text("name: x\nseed: hopper_gemm/missing.cu\n")
     with pytest.raises(CampaignError, match="seed: file not found"):
         campaigns.load(str(noseed))
-    with pytest.raises(CampaignError, match="unknown campaign .nope. \\(available: bias_gelu, edge-codesign, hopper"):
+    with pytest.raises(CampaignError, match="unknown campaign .nope. \\(available: bias_gelu, edge-codesign, gemm-sweep, hopper"):
         campaigns.load("nope")
     with pytest.raises(CampaignError, match="campaign file not found"):
         campaigns.load(str(tmp_path / "missing.yaml"))

@@ -40,6 +40,8 @@ from autodiscovery.toolkit.text import canon
 MAX_ASKS = 60  # TPE draws per move before falling back to the first untried valid configuration
 TPE_POINTS = 1000  # past this many of a family's configurations measured, its untried ones are taken in order
 CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its best is within 5% of it
+START_SHARE = 0.05  # `start: auto` begins at the top where the seed would take more of the run's minutes
+SEED_LAUNCHES = 10  # a seed's evaluation, about: the gate's draws, the estimates and the first pairs
 class SearchSettings(Strict):
     """`agent.search`: the built-in search over a space of kernel families."""
 
@@ -62,16 +64,22 @@ class SearchSettings(Strict):
     overlap: bool | None = None
     """Propose and build knob moves while the last candidates are measured (they then miss those
     verdicts; a structural move always waits for the verdicts before it); none: on."""
-    start: Literal["bottom", "top"] = "bottom"
+    start: Literal["auto", "bottom", "top"] = "auto"
     """Where the run begins: `bottom`, the campaign's seed, then the climb up the ladder (the whole story);
     `top`, what the warm start offers, else the highest rungs fitted to the problem, highest first (the
     seed and the rungs below are measured only where those fail), so that a new problem gets a
-    competitive kernel first."""
+    competitive kernel first; `auto`, `top` where the seed would take more than a twentieth of the run's
+    minutes (its family's `tflops` over the problem's work, for the ten launches or so of its gate and
+    first pairs: a naive kernel on a large problem), else `bottom`."""
     kernels: list[str] = []
     """Run databases to warm-start from besides the run's own (`warm_start`): file paths, or `shipped` for
     the databases shipped under the project's docs/; `!PATTERN` leaves out those whose path ends in what
     the glob matches (`!llama70b-*/*.db`; one that leaves out none is refused). Their kernels are re-checked
     and re-measured at this problem like any candidate, never trusted."""
+    own_records: bool = True
+    """Warm-start from this campaign's own earlier runs found in the `kernels` databases too (false: a
+    benchmark of the search on shapes it has not seen learns nothing from its own earlier results there;
+    the run's own database is read either way)."""
 
 
 
@@ -112,12 +120,28 @@ class SearchAgent(AgentBase):
         self.shape = campaign.problem.names()
         self.warm_start = s.warm_start
         self.kernels = warm.kernel_stores(s.kernels)  # a database that cannot be read is refused now
-        self.start = s.start
+        self.start = s.start if s.start != "auto" else self.auto_start(campaign)
         self.problem = campaign.problem.model_dump(mode="json")
         self.harness_name = campaign.harness.name
+        self.campaign_name = campaign.name.partition("/")[0]  # a suite's problem's: the suite's
+        self.own_records = s.own_records
         self.fits = ShapeOrder(self.space, self.shape)
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
+
+    def auto_start(self, campaign: Campaign) -> Literal["bottom", "top"]:
+        """`start: auto`: the top where the seed's evaluation is estimated to take more than START_SHARE of
+        the run's minutes (its family's rate over the problem's work), else the bottom."""
+        try:
+            found = self.space.configuration_of_source(campaign.seed_path().read_text())
+        except OSError:  # no seed file to read: the seed's proposal says why
+            return "bottom"
+        rate = self.space.families[found[0]].tflops if found is not None else None
+        work = campaign.problem.work()
+        if rate is None or work is None:
+            return "bottom"
+        seconds = SEED_LAUNCHES * work / (rate * 1e12)
+        return "top" if seconds > START_SHARE * campaign.budget.minutes * 60 else "bottom"
 
     def bind(self, store: Store | None, run_id: int, harness: Harness, fingerprint: dict) -> None:
         self.fits.harness = harness
@@ -149,7 +173,8 @@ class SearchAgent(AgentBase):
         database; `warm.py`)."""
         cc = fingerprint.get("cc")
         problem = warm.Problem(self.harness_name, self.problem, self.shape, fingerprint.get("gpu"),
-                               str(cc) if cc is not None else None)
+                               str(cc) if cc is not None else None,
+                               None if self.own_records else self.campaign_name)
         return warm.bests(sources, problem, self.space, self.warm_start)
 
     def warm_moves(self, bests: list[warm.Best]) -> list[warm.Best]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import SEARCH_SPACES, SEEDS
@@ -74,6 +74,9 @@ class Family(BaseModel):
     absent: dict[str, int | str] = {}
     """Knobs added after configurations were recorded, each with the value a configuration without it has
     (what the template renders when it is not given): a recorded configuration lacking them is that one."""
+    tflops: float | None = Field(None, gt=0)
+    """About how fast the family's kernels run, in TFLOP/s of the problem's work, where a run must know it
+    before anything launches: a seed's (`agent.search.start: auto`)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Family:

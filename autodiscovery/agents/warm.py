@@ -40,6 +40,12 @@ class Problem:
     gpu: str | None
     cc: str | None = None
     """The GPU's compute capability ("9.0"): runs recorded on another GPU of the same one qualify too."""
+    not_of: str | None = None
+    """A campaign whose runs in the kernel databases do not qualify (its suites' problems' neither): the
+    one a run is of, where it learns nothing from its own earlier results (`own_records`)."""
+
+    def excludes(self, campaign: str) -> bool:
+        return self.not_of is not None and (campaign == self.not_of or campaign.startswith(f"{self.not_of}/"))
 
 
 def kernel_stores(names: list[str]) -> list[Store]:
@@ -119,6 +125,7 @@ def _bests_in(store: Store, run_id: int | None, problem: Problem, space: Space) 
             config, best = run.config or {}, run.best
             recorded = config.get("problem") or {}
             if (best is None or (config.get("harness") or {}).get("name") != problem.harness or run.fingerprint.get("dry_run")
+                    or (run_id is None and problem.excludes(run.campaign))
                     or {k: v for k, v in recorded.items() if k not in sizes} != fixed
                     or not all(isinstance(recorded.get(k), int) and recorded[k] > 0 for k in sizes)):
                 continue

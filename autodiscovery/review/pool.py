@@ -88,17 +88,19 @@ def pool(store: Store, run_id: int) -> dict | None:
             idle[cause] += free * (b - a)
     total = devices * window
     share = {k: sum(b - a for a, b, kind in spans if kind == k) / total for k in DEVICE_KINDS}
-    return {"devices": devices, "window_s": round(window, 2), "busy": round(sum(share.values()), 4),
+    return {"devices": devices, "window_s": round(window, 2), "per_minute": round(len(starts) / window * 60, 2),
+            "busy": round(sum(share.values()), 4),
             **{k: round(v, 4) for k, v in share.items()},
             "idle": {k: round(v / total, 4) for k, v in idle.items()}}
 
 
 def pool_text(p: dict) -> str:
-    """'pool: 8 at once over 312 s, busy 92% (benchmarks 85%, head-to-heads 7%); idle: waiting for
-    proposals 5%, builds 1%, the loop 2%' (and the share of sanitize runs beside the head-to-heads, where a
-    run had some)."""
+    """'pool: 8 at once over 312 s, 41 candidates a minute, busy 92% (benchmarks 85%, head-to-heads 7%);
+    idle: waiting for proposals 5%, builds 1%, the loop 2%' (and the share of sanitize runs beside the
+    head-to-heads, where a run had some). Candidates a minute: those measured over the window."""
     idle = p["idle"]
-    return (f"pool: {p['devices']} at once over {p['window_s']:.0f} s, busy "
+    per_minute = f", {p['per_minute']:.0f} candidates a minute" if "per_minute" in p else ""
+    return (f"pool: {p['devices']} at once over {p['window_s']:.0f} s{per_minute}, busy "
             f"{p['busy']:.0%} (benchmarks {p['benchmark']:.0%}, head-to-heads {p['head_to_head']:.0%}"
             + (f", sanitize {p['sanitize']:.0%}" if p.get("sanitize") else "") + "); idle: "
             f"waiting for proposals {idle['proposal']:.0%}, builds {idle['build']:.0%}, the loop {idle['loop']:.0%}")

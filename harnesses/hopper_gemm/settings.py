@@ -35,6 +35,9 @@ class Problem(ProblemBase):
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
+    def work(self) -> float:
+        return float(self.flops)
+
     def describe(self) -> str:
         return f"{self.M}×{self.N}×{self.K}"
 
