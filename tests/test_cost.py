@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from autodiscovery.toolkit import child
-from harnesses.hopper_gemm.screen import Screen, plan, slow_estimate
+from harnesses.hopper_gemm.screen import Precise, Screen, plan, slow_estimate
 from harnesses.hopper_gemm.settings import Settings
 
 S = Settings()
@@ -77,6 +77,22 @@ def test_a_kernel_fast_on_its_first_launches_only_is_timed_to_the_full_count():
     fast_then_slow = np.array([[1.0, 1.0]] * 2 + [[3.0, 1.0]] * (S.screen_pairs - 2))
     assert sc.stops(fast_then_slow[:2], far=False) is None
     assert sc.stops(fast_then_slow, far=False) == "below"
+
+
+def test_timing_stops_once_the_interval_around_the_median_is_as_narrow_as_asked():
+    """A kernel of microseconds whose pairs agree to a tenth of a percent stops at the first pairs the rule
+    reads; a noisy one goes on, and so does one whose first pairs agree but whose later ones do not."""
+    rule = Precise(S.precision, S.screen_pairs)
+    rng = np.random.default_rng(3)
+    steady = np.column_stack([np.full(40, 0.013), 0.0084 * (1 + rng.normal(0, 0.0005, 40))])
+    assert rule.due(10) and not rule.due(9) and not rule.due(12) and rule.due(15)
+    assert rule.met(steady[:10])
+    noisy = np.column_stack([np.full(40, 0.013), 0.0084 * (1 + rng.normal(0, 0.02, 40))])
+    assert not rule.met(noisy[:10]) and not rule.met(noisy[:40])
+    # Steady for a while, then 5% apart (the clock changed, say): the interval widens, the timing goes on.
+    shifting = np.vstack([steady[:10], np.column_stack([np.full(10, 0.013), np.full(10, 0.0088)])])
+    assert rule.met(shifting[:10]) and not rule.met(shifting[:20])
+    assert not Precise(0.0).due(10)  # off: every pair asked for
 
 
 def test_the_gate_times_of_a_slow_kernel_are_its_estimate():

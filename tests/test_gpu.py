@@ -63,7 +63,8 @@ def test_paired_timing_against_cublas(harness):
     out = evaluate(harness, src)
     assert out.status == "ok", out.log
     m = out.metrics
-    assert m["pairs"] == 12 and len(m["ratios"]) == 12  # a fast kernel gets every pair asked for
+    # a fast kernel gets every pair asked for, or stops at the tenth once the pairs agree (harness.precision)
+    assert len(m["ratios"]) == m["pairs"] and (m["pairs"] == 12 or m["precise"]["pairs"] == m["pairs"] == 10)
     assert m["ratio"]["ci_low"] <= m["ratio"]["median"] <= m["ratio"]["ci_high"]
     assert m["tflops"]["cublas"] > 200
     assert min(m["launches_per_sample"].values()) >= 1

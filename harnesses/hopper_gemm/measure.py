@@ -31,7 +31,7 @@ import numpy as np
 from autodiscovery.toolkit import child, guard
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Kernel
 from harnesses.hopper_gemm.helpers import Helpers
-from harnesses.hopper_gemm.screen import Screen, plan
+from harnesses.hopper_gemm.screen import Precise, Screen, plan
 from harnesses.hopper_gemm.verdict import (  # noqa: F401  (the names callers take from here)
     COLUMNS,
     DISTRIBUTIONS,
@@ -76,6 +76,8 @@ class Bench:
         """Every slot's buffers (A, B, C, then its guard zones) as fill_many and verify_many take them."""
         self.per_slot = 9 if guarded else 3
         self._jobs_dev: cp.ndarray | None = None  # `jobs` on the device (None: not since a slot was added)
+        self.drawn = 0
+        """Slots 0 to drawn-1 hold content drawn for a launch (a baseline's sample reuses it)."""
         self._tables: list[cp.ndarray] = []  # every table uploaded: a launch queued before may still read it
         self.arenas: list[cp.ndarray] = []  # the allocations the slots and workspaces are views of
         self.info = info
@@ -150,9 +152,10 @@ class Bench:
         return self._jobs_dev.data.ptr + first * self.per_slot * JOB.itemsize
 
     def _blocks(self, slots: int) -> int:
-        """Blocks a job, where `slots` slots are drawn or checked at once: about four an SM over their
-        operands (a guard zone's job ends in its first few blocks)."""
-        return max(2, -(-4 * self.info.sms // (2 * slots)))
+        """Blocks a job, where `slots` slots are drawn or checked at once: about eight an SM over their
+        operands, whose draws are arithmetic as much as stores (a guard zone's job ends in its first
+        blocks)."""
+        return max(4, -(-8 * self.info.sms // (2 * slots)))
 
     def workspace(self, name: str, nbytes: int) -> cp.ndarray:
         """A kernel's workspace (zero), between guard zones that every check of its launches verifies."""
@@ -194,16 +197,16 @@ class Bench:
     def prepare(self, draw: Draw) -> None:
         """Fresh content in the slot's A and B, the poison in its C, and its guard zones drawn afresh, all
         from the draw's seed (untimed)."""
-        self.slot(draw.slot)
-        self.helpers.fill_many(self._jobs_of(draw.slot), self.per_slot, draw.seed, draw.dist, self._blocks(1))
-        self.draws[draw.slot] = draw
+        self.prepare_many(draw.slot + 1, draw.seed, draw.dist, first=draw.slot)
 
-    def prepare_many(self, n: int, seed: int, dist: int) -> list[Draw]:
-        """`prepare` for slots 0 to n-1 at once (a timed sample's), each slot's content its own, from one seed."""
+    def prepare_many(self, n: int, seed: int, dist: int, first: int = 0) -> list[Draw]:
+        """`prepare` for slots `first` to n-1 at once (a timed sample's), each slot's content its own, from
+        one seed."""
         self.slot(n - 1)
-        self.helpers.fill_many(self._jobs_of(0), n * self.per_slot, seed, dist, self._blocks(n))
-        draws = [Draw(j, seed, dist) for j in range(n)]
-        self.draws.update(enumerate(draws))
+        self.helpers.fill_many(self._jobs_of(first), (n - first) * self.per_slot, seed, dist, self._blocks(n - first))
+        draws = [Draw(j, seed, dist) for j in range(first, n)]
+        self.draws.update((d.slot, d) for d in draws)
+        self.drawn = max(self.drawn, n) if first <= self.drawn else self.drawn
         return draws
 
     def _rows(self, n: int) -> int:
@@ -366,8 +369,16 @@ class Bench:
 
     def sample(self, name: str, launch: Callable[[int], None], n: int, checked: bool, phase: str,
                first_index: int, est_s: float | None) -> tuple[cp.cuda.Event, cp.cuda.Event]:
-        """n launches, each on inputs drawn for it, timed together between two events; then checked."""
-        draws = self.prepare_many(n, self.seed(), int(self.rng.integers(TIMED)))
+        """n launches timed together between two events. A candidate's (`checked`) are each on inputs
+        drawn for it, and checked after; cuBLAS's, which is trusted, are on the inputs a candidate's
+        sample drew last (drawn for them where none has yet): the same kind of content, cold in L2 alike,
+        at none of the cost of drawing it."""
+        if checked:
+            draws = self.prepare_many(n, self.seed(), int(self.rng.integers(TIMED)))
+        else:
+            if n > self.drawn:
+                self.prepare_many(n, self.seed(), int(self.rng.integers(TIMED)), first=self.drawn)
+            draws = [self.draws[j] for j in range(n)]
         cp.cuda.runtime.memsetAsync(self.flush.data.ptr, 0, self.flush.nbytes, self.stream.ptr)  # cold L2
         self.helpers.scrub(self.clean, self.sink)  # and clean
         # Keep the GPU busy while the host queues the sample, so no launch waits for the host.
@@ -383,9 +394,11 @@ class Bench:
 
     def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
                    budget_s: float, screen: Screen | None = None, known_ms: dict[str, float] | None = None,
-                   ) -> tuple[np.ndarray, list[int], str | None]:
+                   precise: Precise | None = None) -> tuple[np.ndarray, list[int], str | None]:
         """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel], the
-        launches per sample, and why the screen stopped the timing early (None: it did not).
+        launches per sample, and why the timing stopped early (None: it did not): the screen's reason, or
+        "precise" (`precise`: the interval around the median ratio of the first two kernels is as narrow
+        as it asks, so more pairs would tell nothing more).
 
         Each sample repeats one kernel on fresh inputs until it lasts about `sample_ms` (as many
         launches as the pool has slots at most); warm-up samples run for about `warmup_ms` first so
@@ -406,7 +419,8 @@ class Bench:
             launched[name] += n
             return events
 
-        est = []
+        est: list[float] = []
+        self.estimates = est
         for k, name in enumerate(names):
             if known_ms and name in known_ms:
                 est.append(known_ms[name])
@@ -446,6 +460,8 @@ class Bench:
                 child.beat()
             if screen is not None and r + 1 in timing.stops and r + 1 < reps and (why := screen.stops(read(events[:r + 1]), timing.far)):
                 return read(events[:r + 1]), inner, why
+            if precise is not None and r + 1 < reps and precise.due(r + 1) and precise.met(times := read(events[:r + 1])):
+                return times, inner, "precise"
         return read(events), inner, None
 
 

@@ -62,6 +62,29 @@ class Screen:
         return {n for n in (self.pairs, self.far_pairs if far else 0) if n}
 
 
+@dataclass(frozen=True)
+class Precise:
+    """Timing until the noise is known: after `least` pairs, and every `every` pairs after, the timing stops
+    once the confidence interval around the median ratio of the first two kernels (the candidate and the
+    bar's baseline) is within `within` of the median either way. A kernel of microseconds, whose pairs
+    agree to a tenth of a percent, is then timed for the pairs its noise needs, not for `repetitions`; a
+    noisy one still gets every pair. The interval stays in the result: what was measured says how well."""
+
+    within: float
+    least: int = 10
+    every: int = 5
+    confidence: float = 0.95
+
+    def due(self, pairs: int) -> bool:
+        return self.within > 0 and pairs >= self.least and (pairs - self.least) % self.every == 0
+
+    def met(self, times: np.ndarray) -> bool:
+        from autodiscovery.toolkit.stats import median_ci
+
+        med, lo, hi = median_ci((times[:, 1] / times[:, 0]).tolist(), self.confidence)
+        return (hi - lo) / 2 <= self.within * med
+
+
 def slow_estimate(gate_ms: list[float], sample_ms: float) -> float | None:
     """A kernel's time from its gate's launches where they are slow enough that a timed sample holds one
     launch (at least `sample_ms`): then they are its estimate, and no launch is spent on one. The median,

@@ -72,6 +72,10 @@ class Settings(HarnessSettings):
     """Each timed sample repeats launches until it lasts about this long."""
     timing_budget_s: float = Field(4.0, gt=0)
     """Slow kernels get fewer pairs (at least 10) so that timing takes about this long at most."""
+    precision: float = Field(0.002, ge=0, lt=0.1)
+    """Timing stops, after `screen_pairs` pairs (every five pairs after), once the confidence interval
+    around the median ratio is within this fraction of it either way: a kernel's measurement costs what
+    its noise needs (0: always `repetitions` pairs)."""
     screen_pairs: int = Field(10, ge=0)
     """Screening: after this many timed pairs a candidate clearly below its bar (the incumbent's × cuBLAS,
     or cuBLAS for a run's first candidate) stops (0: never)."""
