@@ -52,6 +52,11 @@ def test_a_suite_tunes_each_problem_and_records_the_dispatch_table(tmp_path, see
     assert rows["qkv 16"]["score"] < rows["qkv 2048"]["score"]  # the stand-in scales with M
     assert rows["ragged"]["status"] == "failed" and "K % 8 == 0" in rows["ragged"]["stop_reason"]
     assert rows["ragged"]["score"] is None
+    scores = [rows[k]["score"] for k in ("qkv 16", "qkv 2048")]
+    said = data["summary"]
+    assert said["problems"] == 3 and said["with_best"] == 2 and said["worst"] == min(scores)
+    assert said["median"] == pytest.approx(sum(scores) / 2)
+    assert said["at_or_past"] == sum(v >= 1 for v in scores)
 
     store = Store(db)
     with store.session() as s:
@@ -66,6 +71,27 @@ def test_a_suite_tunes_each_problem_and_records_the_dispatch_table(tmp_path, see
     text = CliRunner().invoke(app, ["--db", db, "report", "1"], env={"COLUMNS": "80"}).output
     assert "qkv 2048" in text and "refuses" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_a_suites_summary_counts_the_unrounded_figures_and_the_time_to_the_first_at_the_reference():
+    """0.9997 is below 1.000 (shown rounded, it would read as reached); candidates a minute are weighed by
+    each run's measuring time; the first keep at or past the reference is the median of those that got
+    there; a problem without a best counts as a problem, not as a figure."""
+    from harnesses.hopper_gemm import HopperGemmHarnessBestLt
+
+    def row(score, first=None, per_minute=None, window=None):
+        return {"score": score, "first_at_s": first, "per_minute": per_minute, "window_s": window}
+
+    said = exports.summary([row(1.02, 10.0, 60.0, 30.0), row(0.9997, None, 30.0, 60.0), row(1.0, 30.0),
+                            row(None)], HopperGemmHarnessBestLt.objective)
+    assert said["at_or_past"] == 2 and said["with_best"] == 3 and said["problems"] == 4
+    assert said["worst"] == 0.9997 and said["median"] == 1.0
+    assert said["per_minute"] == pytest.approx(40.0) and said["first_at_median_s"] == 20.0 and said["reached"] == 2
+    from autodiscovery.review.display import summary_text
+
+    text = summary_text(said, HopperGemmHarnessBestLt.objective)
+    assert text == ("median 1.000× best Lt, worst 1.000× best Lt; 2 of 4 at or above 1.000× best Lt, 20 s in "
+                    "(the median of those); 40 candidates a minute")
 
 
 def test_a_recorded_suites_dispatch_table_reads_whole_at_80_columns():

@@ -299,9 +299,11 @@ def dispatch_table(data: dict) -> Table:
     objective = data["harness"].objective
     harness = _Shown(data["harness"], {k for r in data["rows"] for k, v in r["figures"].items() if v is not None})
     # One space between columns (the box's): its eight fit 80 columns with the kernel's name whole.
+    said = summary_text(data["summary"], objective) if data.get("summary") else ""
     t = Table(title=f"suite {data['run']} ({data['campaign']}): dispatch table", box=box.SIMPLE_HEAD,
               padding=(0, 0, 0, 0), show_edge=False,
-              caption=f"{data['status']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
+              caption=f"{data['status']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else "")
+              + (f"\n{said}" if said else ""))
     heads = ["problem", "shape", "run", "kernel", *figure_heads(harness, "suite", False), objective.name,
              *figure_heads(harness, "suite", True), "cands"]
     cells = []
@@ -323,6 +325,23 @@ def dispatch_table(data: dict) -> Table:
     for c in cells:
         t.add_row(*c)
     return t
+
+
+def summary_text(summary: dict, objective: Objective) -> str:
+    """A suite over its problems in a line or two: 'median 0.993× best Lt, worst 0.985× best Lt; 1 of 3 at
+    or above 1.000× best Lt, 16 s in (the median of those); 32 candidates a minute'."""
+    if not summary.get("with_best"):
+        return ""
+    parts = [f"median {objective.format(summary['median'])}, worst {objective.format(summary['worst'])}"]
+    if summary.get("at_or_past") is not None and objective.reference is not None:
+        way = "above" if objective.higher_is_better else "below"
+        reached = f"{summary['at_or_past']} of {summary['problems']} at or {way} {objective.format(objective.reference)}"
+        if summary.get("first_at_median_s") is not None:
+            reached += f", {summary['first_at_median_s']:.0f} s in (the median of those)"
+        parts.append(reached)
+    if summary.get("per_minute"):
+        parts.append(f"{summary['per_minute']:.0f} candidates a minute")
+    return "; ".join(parts)
 
 
 def sections_table(sections: list[Section]) -> Group:

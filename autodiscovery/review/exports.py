@@ -3,9 +3,12 @@ dispatch table, and the tuned kernels as a library (`export --library`)."""
 
 from __future__ import annotations
 
+import statistics
+
 from autodiscovery.interfaces import columns
+from autodiscovery.objective import Objective
 from autodiscovery.review.report import NotFound, _metrics, _run, candidate_row, harness_of, tally
-from autodiscovery.store import Candidate, EvalKind, EvalStatus, Store
+from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run, Store, Verdict
 
 
 def export(store: Store, run_id: int) -> tuple[str, dict]:
@@ -34,8 +37,11 @@ def sanitized(cand: Candidate) -> dict:
 
 def dispatch(store: Store, run_id: int) -> dict:
     """A suite's dispatch table: for each of its problems, in the suite's order, the run that tuned it
-    and that run's best (its objective, interval, the harness's suite figures), or why there is none."""
+    and that run's best (its objective, interval, the harness's suite figures), or why there is none;
+    how soon it first kept a kernel at or past the baseline, and how many candidates it measured a
+    minute; and over the problems (`summary`)."""
     from autodiscovery.campaign import validate
+    from autodiscovery.review.pool import pool
     from autodiscovery.running.suite import runs_of
 
     with store.session() as s:
@@ -51,11 +57,11 @@ def dispatch(store: Store, run_id: int) -> dict:
             row = {"label": entry.label, "problem": problem.model_dump(mode="json"), "shape": problem.describe(),
                    "run": None, "status": "not yet run", "stop_reason": None, "best_seq": None, "family": None,
                    "knobs": {}, "score": None, "score_text": "–", "ci_low": None, "ci_high": None, "figures": {},
-                   "evaluated": 0, "elapsed_s": 0.0}
+                   "evaluated": 0, "elapsed_s": 0.0, "first_at_s": None, "per_minute": None, "window_s": None}
             if child is not None:
                 row |= {"run": child.id, "status": child.status, "stop_reason": child.stop_reason,
                         "evaluated": tally(c.status for c in child.candidates)["evaluated"],
-                        "elapsed_s": child.elapsed_s}
+                        "elapsed_s": child.elapsed_s, "first_at_s": first_at(child, harness.objective)}
                 if child.best is not None:
                     m = _metrics(child.best, harness)
                     row |= {"best_seq": child.best.seq, "family": child.best.family, "knobs": dict(child.best.knobs),
@@ -63,9 +69,44 @@ def dispatch(store: Store, run_id: int) -> dict:
                             "figures": {k: v for k, v in m["figures"].items()
                                         if k in {c.key for c in columns(harness, "suite")}}}
             rows.append(row)
-        return {"run": run_id, "campaign": parent.campaign, "status": parent.status, "stop_reason": parent.stop_reason,
-                "device": parent.fingerprint.get("gpu"), "objective": harness.objective.name, "harness": harness,
-                "rows": rows}
+        out = {"run": run_id, "campaign": parent.campaign, "status": parent.status, "stop_reason": parent.stop_reason,
+               "device": parent.fingerprint.get("gpu"), "objective": harness.objective.name, "harness": harness,
+               "rows": rows}
+    for row in rows:
+        if isinstance(run := row["run"], int) and (used := pool(store, run)) is not None:
+            row["per_minute"], row["window_s"] = used["per_minute"], used["window_s"]
+    return out | {"summary": summary(rows, harness.objective)}
+
+
+def first_at(run: Run, objective: Objective) -> float | None:
+    """Seconds from the run's start to its first keep at or past the objective's reference (1.0× cuBLAS),
+    None where it kept none."""
+    if objective.reference is None:
+        return None
+    kept = sorted((c.decision.created_at, c) for c in run.candidates
+                  if c.decision is not None and c.decision.verdict == Verdict.keep)
+    for when, cand in kept:
+        score = objective.read(cand.measurement.metrics) if cand.measurement is not None else None
+        if isinstance(score, int | float) and objective.reached(score, objective.reference):
+            return round((when - run.created_at).total_seconds(), 1)
+    return None
+
+
+def summary(rows: list[dict], objective: Objective) -> dict:
+    """Over a suite's problems: how many have a best, the median and the worst of the bests, how many are
+    at or past the reference (the unrounded figure: 0.9997 is below 1), candidates a minute over all their
+    runs' measuring time, and the median of the seconds to the first keep at or past the reference."""
+    scores = [r["score"] for r in rows if r["score"] is not None]
+    windows = [r for r in rows if r["window_s"]]
+    firsts = [r["first_at_s"] for r in rows if r["first_at_s"] is not None]
+    ref = objective.reference
+    return {"problems": len(rows), "with_best": len(scores),
+            "median": statistics.median(scores) if scores else None,
+            "worst": (min(scores) if objective.higher_is_better else max(scores)) if scores else None,
+            "at_or_past": sum(objective.reached(v, ref) for v in scores) if ref is not None else None,
+            "per_minute": (sum(r["per_minute"] * r["window_s"] for r in windows) / sum(r["window_s"] for r in windows)
+                           if windows else None),
+            "first_at_median_s": statistics.median(firsts) if firsts else None, "reached": len(firsts)}
 
 
 def library(store: Store, run_ids: list[int], folder) -> dict:
