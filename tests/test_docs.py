@@ -57,12 +57,34 @@ def test_every_command_and_field_is_documented():
 
 def test_check_names_a_stale_page(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(docgen, "REFERENCE", tmp_path)
+    monkeypatch.setattr(docgen, "RESULTS", tmp_path)  # no results page here: none of the project's is written
     assert docgen.main(["--check"]) == 1
     assert f"run `{docgen.COMMAND}`" in capsys.readouterr().out
     assert docgen.main([]) == 0 and docgen.main(["--check"]) == 0
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs is an extra: pip install -e '.[docs]'")
+def test_a_results_table_is_rendered_from_the_database_it_names(tmp_path, monkeypatch, capsys):
+    """A table between a page's markers is the database's, whatever was written there: a figure edited
+    by hand (0.985 made 1.001) makes the page stale, and rendering reads the database without a write."""
+    db = ROOT / "docs" / "gemm-sweep-h200" / "trial-seed100.db"
+    before = db.read_bytes()
+    page = tmp_path / "sweep.md"
+    marker = "<!-- suite: docs/gemm-sweep-h200/trial-seed100.db run 1 -->\n"
+    page.write_text(f"# A page\n\n{marker}| old | table |\n<!-- end -->\n\ntext after\n")
+    monkeypatch.setattr(docgen, "RESULTS", tmp_path)
+    monkeypatch.setattr(docgen, "REFERENCE", tmp_path / "reference")
+    assert docgen.main([]) == 0
+    text = page.read_text()
+    assert "| 2 · 2128×10744×3104 | 2128×10744×3104 | 724.8 | 0.985 | 0.996 | wgmma_cluster #14 | 33 | 34 | – |" in text
+    assert "Over the 3 problems: median 0.993× best Lt, worst 0.985× best Lt; 1 of 3 at or above" in text
+    assert "| old | table |" not in text and text.endswith("<!-- end -->\n\ntext after\n")
+    assert docgen.main(["--check"]) == 0
+    page.write_text(text.replace("| 0.985 | 0.996 |", "| 1.001 | 0.996 |"))
+    assert docgen.main(["--check"]) == 1 and "sweep.md is stale" in capsys.readouterr().out
+    assert db.read_bytes() == before and not list(db.parent.glob("*.db-*"))
+
+
 def test_site_builds_strict(tmp_path):
     """A broken link, a page missing from the navigation or a missing page fails the build."""
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
