@@ -418,5 +418,9 @@ class Fit(Protocol):
         its tiles read from L2, in GB; 0 where the model has none): of moves the estimate cannot tell apart,
         those that move markedly fewer go first."""
 
+    def as_dict(self) -> dict:
+        """What it states of itself, by name (numbers, flags, short lists): recorded beside a measurement,
+        and what the search's cost model reads of it (`agents/costmodel.py`)."""
+
     def describe(self) -> str:
         """The fit in words: its tiles, the waves they run in, the work of the busiest unit."""

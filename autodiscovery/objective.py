@@ -32,6 +32,9 @@ class Objective:
     noise: float = 0.0
     """How far a measurement taken again may be from the recorded one before `replay` flags it, at
     least (0: an exact figure, any difference is flagged)."""
+    time: tuple[str, ...] | None = None
+    """Where the kernel's own time sits in the metrics, where the score is not it (a ratio to a
+    baseline): what the search's cost model learns (`agents/costmodel.py`). None: none."""
 
     def read(self, metrics: dict | None, path: tuple[str, ...] | None = None) -> float | None:
         value: Any = metrics or {}

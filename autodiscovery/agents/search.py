@@ -42,6 +42,7 @@ TPE_POINTS = 1000  # past this many of a family's configurations measured, its u
 CLOSE = 0.95  # a family below the incumbent's rung is still tuned while its best is within 5% of it
 START_SHARE = 0.05  # `start: auto` begins at the top where the seed would take more of the run's minutes
 SEED_LAUNCHES = 10  # a seed's evaluation, about: the gate's draws, the estimates and the first pairs
+PICKS = 2  # the cost model's fastest recorded configurations tried after the warm start's
 class SearchSettings(Strict):
     """`agent.search`: the built-in search over a space of kernel families."""
 
@@ -76,6 +77,11 @@ class SearchSettings(Strict):
     the databases shipped under the project's docs/; `!PATTERN` leaves out those whose path ends in what
     the glob matches (`!llama70b-*/*.db`; one that leaves out none is refused). Their kernels are re-checked
     and re-measured at this problem like any candidate, never trusted."""
+    cost_model: bool = True
+    """Learn a cost model from the benchmarks recorded in the databases the warm start reads (the run's
+    own and `kernels`): where the harness's fit of the shape is wrong, by family, knobs, shape and GPU
+    (`costmodel.py`). Every fit the search orders its moves by is corrected by it, and its two fastest
+    picks among the configurations recorded there are tried after the warm start's."""
     own_records: bool = True
     """Warm-start from this campaign's own earlier runs found in the `kernels` databases too (false: a
     benchmark of the search on shapes it has not seen learns nothing from its own earlier results there;
@@ -125,6 +131,10 @@ class SearchAgent(AgentBase):
         self.harness_name = campaign.harness.name
         self.campaign_name = campaign.name.partition("/")[0]  # a suite's problem's: the suite's
         self.own_records = s.own_records
+        self.cost_model = s.cost_model
+        self.campaign = campaign
+        self.learned: str | None = None
+        """What the cost model learnt from, in words (None: no model)."""
         self.fits = ShapeOrder(self.space, self.shape)
         self.warm: list[tuple[str, dict[str, Any], str]] = []
         """(family, knobs, hypothesis) to measure first: the warm start, made when the run is bound."""
@@ -146,10 +156,14 @@ class SearchAgent(AgentBase):
     def bind(self, store: Store | None, run_id: int, harness: Harness, fingerprint: dict) -> None:
         self.fits.harness = harness
         self.devices = harness.parallel
+        sources: list[warm.Source] = [(store, run_id)] if store is not None else []
+        sources += [(kernels, None) for kernels in self.kernels]
+        picks: list[warm.Best] = []
+        if self.cost_model and sources:
+            picks = self.learn(sources, fingerprint)
         if self.warm_start:
-            sources: list[warm.Source] = [(store, run_id)] if store is not None else []
-            sources += [(kernels, None) for kernels in self.kernels]
             self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
+        self.warm += [p for p in picks if (p[0], canon(p[1])) not in {(f, canon(k)) for f, k, _ in self.warm}]
         if self.batch_setting is None:
             self.batch = max(4, harness.parallel)
 
@@ -176,6 +190,33 @@ class SearchAgent(AgentBase):
                                str(cc) if cc is not None else None,
                                None if self.own_records else self.campaign_name)
         return warm.bests(sources, problem, self.space, self.warm_start)
+
+    def learn(self, sources: list[warm.Source], fingerprint: dict) -> list[warm.Best]:
+        """The cost model, learnt from the benchmarks of `sources` (this campaign's own earlier runs in the
+        kernel databases left out where `own_records` is false), set on the fit the search orders its
+        moves by; and its PICKS fastest of the configurations recorded there, valid at this shape, as
+        moves (family, knobs, hypothesis). None of either where too few benchmarks teach anything."""
+        from autodiscovery.agents import costmodel
+
+        harness = registry.harness(self.harness_name)
+        fixed = {k: v for k, v in self.problem.items() if k not in self.shape}
+        found = costmodel.lessons(sources, harness, self.space, fixed, self.shape,
+                                  None if self.own_records else self.campaign_name)
+        model = costmodel.CostModel.learn(found, self.space, costmodel.Fits(self.campaign, self.space))
+        if model is None:
+            return []
+        self.fits.model, self.fits.gpu = model, str(fingerprint.get("gpu") or "")
+        self.learned = model.describe()
+        pool = {(x.family, canon(x.knobs)): (x.family, x.knobs) for x in found}
+        rated = []
+        for family, knobs in pool.values():
+            fam = self.space.families[family]
+            if not fam.violations(knobs, self.shape) and (f := self.fits.fit(fam, knobs)) is not None:
+                rated.append((f.estimate, family, canon(knobs), knobs, f))
+        rated.sort(key=lambda r: r[:3])
+        return [(family, knobs, f"The cost model's pick ({self.learned}): {family} at {_settings(knobs)}, of the "
+                                f"{len(rated)} configurations recorded there the fastest here by its estimate: {f.describe()}.")
+                for _, family, _, knobs, f in rated[:PICKS]]
 
     def warm_moves(self, bests: list[warm.Best]) -> list[warm.Best]:
         """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the

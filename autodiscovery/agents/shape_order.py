@@ -1,7 +1,8 @@
 """The order the harness's fit of the run's shape gives the search agent's moves.
 
 A harness may offer `fit(source, knobs)` (`interfaces.Fit`): an estimate of a configuration's time at the run's shape
-(its tiles, waves and work per SM), with `describe()` in words. The search agent asks it where a
+(its tiles, waves and work per SM), with `describe()` in words. Where the search learnt a cost model
+from the recorded benchmarks (`costmodel.py`), each fit's estimate is the model's correction of it. The search agent asks it where a
 structural move should start in a family (`start`: the default, or a setting of the family's shape
 knobs the fit rates more than FIT_GAIN faster) and in what order to try the neighbours of a family's
 best (`order`). Fits are kept: a walk asks for the same ones again.
@@ -16,6 +17,7 @@ from autodiscovery.agents.space import Family, Space
 from autodiscovery.toolkit.text import canon
 
 if TYPE_CHECKING:
+    from autodiscovery.agents.costmodel import CostModel
     from autodiscovery.interfaces import Fitting
 
 FIT_GAIN = 0.1
@@ -50,6 +52,9 @@ class ShapeOrder:
     def __init__(self, space: Space, shape: dict[str, int]) -> None:
         self.space, self.shape = space, shape
         self.harness: Fitting | None = None
+        self.model: CostModel | None = None
+        """The cost model learnt at the run's start, where there is one: it corrects every fit."""
+        self.gpu = ""
         self._fits: dict[tuple, Any] = {}
         self._settings: dict[tuple, list] = {}
 
@@ -95,7 +100,13 @@ class ShapeOrder:
             return None
         key = (id(self.harness), fam.name, canon(knobs))
         if key not in self._fits:
-            self._fits[key] = self.harness.fit(self.space.head(fam.name, knobs), knobs)
+            fit = self.harness.fit(self.space.head(fam.name, knobs), knobs)
+            if fit is not None and self.model is not None:
+                from autodiscovery.agents.costmodel import Learned
+
+                sizes = tuple(self.shape.items())
+                fit = Learned(fit, self.model.factor(self.gpu, sizes, fam.name, knobs, fit))
+            self._fits[key] = fit
         return self._fits[key]
 
     def settings(self, fam: Family, knobs: dict[str, Any]) -> list[tuple[dict[str, Any], int, Any]]:

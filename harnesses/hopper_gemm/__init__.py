@@ -41,7 +41,7 @@ def _objective(baseline: str) -> Objective:
     name, reference = {"gemmex": ("× cuBLAS", "cuBLAS"), "best_lt": ("× best Lt", "the best cuBLASLt algorithm")}[baseline]
     return Objective(name, higher_is_better=True, path=("ratio", "median"), spec=".3f",
                      interval=(("ratio", "ci_low"), ("ratio", "ci_high")), reference=1.0, reference_name=reference,
-                     noise=0.02)
+                     noise=0.02, time=("ms", "candidate"))
 
 
 class HopperGemmHarness(HarnessBase):

@@ -137,7 +137,9 @@ class Fit:
                 f"{self.useful:.0%} of the tile area inside C{', L2 fills promoted to 256 bytes' if self.promoted else ''}")
 
     def as_dict(self) -> dict:
+        """Its fields, with what follows from them: the waves, and how full the last of them is."""
         return {**asdict(self), "tile": list(self.tile), "waves": round(self.waves, 4),
+                "last_wave": round(self.waves - math.ceil(self.waves) + 1, 4),
                 "useful": round(self.useful, 4), "estimate_us": round(self.estimate_us, 2),
                 "l2_gb": round(self.l2_gb, 3)}
 
