@@ -34,7 +34,7 @@ def db(tmp_path) -> Path:
 def run_json(args: list[str]):
     out = cli.invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)
+    return json.loads(out.stdout)  # a note on stderr (an older schema read in memory) is not the JSON
 
 
 def test_diff_of_two_recorded_candidates(db):
@@ -485,20 +485,24 @@ def test_a_co_design_replay_simulates_each_phase_winner_again(tmp_path):
 
 def test_a_database_from_an_earlier_version_upgrades_and_works_with_every_command(tmp_path):
     """tests/data/old_m002.db was written by an earlier version (migrations m001 and m002 only, no
-    lease, no incumbent column). A command that only reads leaves it as it is and says, in one line, how
-    to bring it up to date; `migrate` upgrades it in place through the named migrations, and every
-    review command reads it."""
+    lease, no incumbent column). A command that only reads reads it as it is, from a copy in memory brought
+    up to date, says so in one line, and leaves the file's bytes and its folder as they were; `migrate`
+    upgrades it in place through the named migrations, and every review command reads it."""
     import sqlite3
+    from contextlib import closing
 
     db = tmp_path / "old.db"
     shutil.copy(DATA / "old_m002.db", db)
-    before = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]
+    with closing(sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)) as conn:
+        before = [r[0] for r in conn.execute("select name from _migrations order by name")]
     assert before == ["m001_initial", "m002_llm_calls"]
-    untouched = db.read_bytes()
+    untouched, beside = db.read_bytes(), sorted(p.name for p in tmp_path.iterdir())
     for command in (["runs"], ["show", "1"], ["lineage", "1"], ["report", "1"]):
         res = cli.invoke(app, [*command, "--db", str(db)])
-        assert res.exit_code == 2 and "older schema" in res.output and "autodiscovery migrate --db" in res.output
-        assert db.read_bytes() == untouched, command
+        assert res.exit_code == 0, (command, res.output)
+        assert "older schema (4 migrations behind): read from a copy in memory brought up to date" in res.output
+        assert db.read_bytes() == untouched and sorted(p.name for p in tmp_path.iterdir()) == beside, command
+    assert run_json(["runs", "--db", str(db)])[0]["evaluated"] >= 12  # read whole, as upgraded
     assert cli.invoke(app, ["migrate", "--db", str(db)]).exit_code == 0
     rows = run_json(["runs", "--db", str(db)])
     after = [r[0] for r in sqlite3.connect(db).execute("select name from _migrations order by name")]

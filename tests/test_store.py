@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -210,3 +212,50 @@ def test_every_shipped_database_is_at_todays_schema():
     assert len(shipped) > 20
     for path in shipped:
         Store(path, create=False, read_only=True)  # an older schema is a StoreError naming `migrate`
+
+
+def test_reading_a_database_leaves_nothing_beside_it_and_needs_no_writable_folder(tmp_path, monkeypatch):
+    """A shipped database is in WAL mode with no log beside it: every command that only reads opens it
+    as an unchanging file, and leaves its bytes and its folder as they were; a database a run has open
+    (its log beside it) is read live; one in rollback-journal mode is read read-only. Where the folder
+    cannot take SQLite's shared-memory file, a log left by a run cut off is read as an unchanging file."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+    from autodiscovery.store import in_wal_mode, reader_uri
+
+    shipped = ROOT / "docs" / "gemm-sweep-h200" / "trial-seed100.db"
+    db = tmp_path / "copy" / "run.db"
+    db.parent.mkdir()
+    shutil.copy(shipped, db)
+    with sqlite3.connect(db) as conn:  # as the databases runs write are
+        conn.execute("PRAGMA journal_mode=WAL")
+    assert in_wal_mode(db) and not Path(f"{db}-wal").exists()
+    assert reader_uri(db).endswith("?mode=ro&immutable=1")
+    before = db.read_bytes()
+    for command in (["runs"], ["show", "2"], ["lineage", "2"], ["report", "1"], ["report", "2", "--json"],
+                    ["show", "2/0"], ["diff", "2/0", "2/1"]):
+        res = CliRunner().invoke(app, ["--db", str(db), *command], env={"COLUMNS": "80"})
+        assert res.exit_code == 0, (command, res.output)
+        assert [p.name for p in db.parent.iterdir()] == ["run.db"], command
+    assert db.read_bytes() == before
+
+    writer = sqlite3.connect(db)  # a run has it open: its log is there, and a reader sees what it writes
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("UPDATE runs SET status = 'running' WHERE id = 2")
+    writer.commit()
+    assert Path(f"{db}-wal").exists() and reader_uri(db).endswith("?mode=ro")
+    with Store(db, create=False, read_only=True).session() as s:
+        assert s.get(Run, 2).status == "running"
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a folder it may not write to
+    Path(f"{db}-shm").unlink()
+    assert reader_uri(db).endswith("?mode=ro&immutable=1")
+    writer.close()
+
+    rollback = tmp_path / "rollback.db"
+    shutil.copy(shipped, rollback)
+    with sqlite3.connect(rollback) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    assert not in_wal_mode(rollback) and reader_uri(rollback).endswith("?mode=ro")

@@ -37,7 +37,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 def store(db: str | None = None, create: bool = False, read_only: bool = False) -> Store:
     """The database of --db (or the default): read commands need one that exists and open it `read_only`
     (nothing written, nothing migrated); `create` makes it."""
-    return Store(db or state["db"], create=create, read_only=read_only)
+    opened = Store(db or state["db"], create=create, read_only=read_only)
+    if opened.note:
+        err.print(f"note: {escape(opened.note)}", highlight=False, soft_wrap=True)
+    return opened
 
 
 def friendly(fn):

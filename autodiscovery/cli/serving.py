@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.cli.common import DbOption, app, friendly, say, state
@@ -34,6 +35,8 @@ def serve(host: Annotated[str, typer.Option(help="Address to listen on; another 
     where = f"[{host}]" if ":" in host else host
     shown_port = sock.getsockname()[1]
     say(f"serving {store.where}, read-only")
+    if store.note:
+        say(f"note: {escape(store.note)}")
     if not web.loopback(host):
         say(f"[bold yellow]warning:[/] {host} is open to other machines: whoever reaches it reads every run")
     say(f"open http://{where}:{shown_port}/ (Ctrl-C stops)")

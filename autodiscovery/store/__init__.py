@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +18,7 @@ from sqlalchemy.exc import (
     OperationalError,
 )
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool, StaticPool
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.store.migrations import MIGRATIONS, migrate
@@ -97,6 +100,33 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+def in_wal_mode(path: Path) -> bool:
+    """Whether a SQLite file is in WAL mode (its header's read and write versions are 2)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2
+
+
+def reader_uri(path: Path) -> str:
+    """How a command that only reads opens a SQLite file so that it writes nothing, beside it either. A
+    file in rollback-journal mode: read-only (`mode=ro`). A file in WAL mode whose log is there (a run has it
+    open, or was cut off): read-only too, and what that run writes shows up live; unless the folder
+    cannot take the shared-memory file SQLite needs and it is not there, then as an unchanging file. A
+    file in WAL mode with no log beside it (no run has it open): as an unchanging file (`immutable`), for
+    opening it read-only would leave a log and a shared-memory file beside it. Decided for each
+    connection: a reader that lives long (`serve`) opens one a request."""
+    name = f"file:{quote(str(path))}"
+    if not in_wal_mode(path):
+        return f"{name}?mode=ro"
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if wal.exists() and (shm.exists() or os.access(path.parent, os.W_OK)):
+        return f"{name}?mode=ro"
+    return f"{name}?mode=ro&immutable=1"
+
+
 def _sqlite_read_only(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # a writer's checkpoint may hold a lock briefly
@@ -122,6 +152,8 @@ class Store:
             self.engine: Engine = self._engine()
         except (ArgumentError, ImportError) as exc:
             raise StoreError(f"database URL '{self.shown}' is not usable: {self._redact(exc)}") from None
+        self.note = ""
+        """What a reader did that it should say (an older schema read as if brought up to date)."""
         try:
             self._ours(create and not read_only)
             self._current() if read_only else migrate(self.engine)
@@ -142,9 +174,12 @@ class Store:
             path = url.database or ""
             if not path or path.startswith(":memory:"):
                 raise ArgumentError("an in-memory database cannot be opened read-only")
-            if not path.startswith("file:"):
-                path = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
-            engine = create_engine(url.set(database=path, query={**url.query, "uri": "true"}))
+            if path.startswith("file:"):  # a URI the caller wrote: taken as it is
+                engine = create_engine(url.set(query={**url.query, "uri": "true"}))
+            else:
+                file = Path(path).resolve()
+                engine = create_engine("sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(
+                    reader_uri(file), uri=True, check_same_thread=False))
             event.listen(engine, "connect", _sqlite_read_only)
             return engine
         if url.get_backend_name() == "postgresql":
@@ -152,18 +187,37 @@ class Store:
         return create_engine(url)
 
     def _current(self) -> None:
-        """Refuse, without writing, a database whose schema is not this version's."""
+        """A database whose schema is this version's, read as it is; one of an older schema (SQLite), read
+        from a copy in memory brought up to date (the file unchanged: `note` says so); refused, without a
+        write, where neither will do."""
         with self.engine.connect() as conn:
             done = set(conn.scalars(text("SELECT name FROM _migrations")))
         ours = [name for name, _ in MIGRATIONS]
         if missing := [name for name in ours if name not in done]:
-            raise StoreError(f"{self._where()} is of an older schema ({len(missing)} migration"
-                             f"{'s' if len(missing) > 1 else ''} behind: {', '.join(missing)}); a command that only "
-                             f"reads never changes it: `autodiscovery migrate --db {self._where()}` brings it up "
-                             "to date (it rewrites the file)")
+            behind = f"{len(missing)} migration{'s' if len(missing) > 1 else ''} behind"
+            if self.engine.dialect.name == "sqlite":
+                self.engine = self._in_memory()
+                migrate(self.engine)
+                self.note = (f"{self._where()} is of an older schema ({behind}): read from a copy in memory brought "
+                             f"up to date, the file unchanged (`autodiscovery migrate --db {self._where()}` "
+                             "rewrites it)")
+                return
+            raise StoreError(f"{self._where()} is of an older schema ({behind}: {', '.join(missing)}); a command that "
+                             f"only reads never changes it: `autodiscovery migrate --db {self._where()}` brings it "
+                             "up to date")
         if newer := sorted(done - set(ours)):
             raise StoreError(f"{self._where()} was written by a newer AutoDiscovery (migrations unknown here: "
                              f"{', '.join(newer)}): upgrade this installation")
+
+    def _in_memory(self) -> Engine:
+        """The database copied whole into memory, one connection that every session shares (it is the copy)."""
+        copy = sqlite3.connect(":memory:", check_same_thread=False)
+        with self.engine.connect() as conn:
+            source = conn.connection.dbapi_connection
+            assert isinstance(source, sqlite3.Connection)  # a SQLite engine's (the caller checked)
+            source.backup(copy)
+        self.engine.dispose()
+        return create_engine("sqlite://", poolclass=StaticPool, creator=lambda: copy)
 
     def _redact(self, exc: object) -> str:
         return redact(str(exc), self.url)
