@@ -70,12 +70,28 @@ def test_broken_files(tmp_path):
                               "(while scanning a simple key)")
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("name: x\nharnes: {}\n")
-    with pytest.raises(CampaignError, match=r"unknown.yaml: harnes: Extra inputs are not permitted"):
+    with pytest.raises(CampaignError, match=r"unknown.yaml: line 2: harnes: Extra inputs are not permitted"):
         campaigns.load(str(unknown))
     noseed = tmp_path / "noseed.yaml"
     noseed.write_text("name: x\nseed: hopper_gemm/missing.cu\n")
-    with pytest.raises(CampaignError, match="seed: file not found"):
+    with pytest.raises(CampaignError, match="noseed.yaml: line 2: seed: file not found"):
         campaigns.load(str(noseed))
+    indent = tmp_path / "indent.yaml"  # line 4 indented less than the section it belongs to
+    indent.write_text("name: x\nharness:\n    name: hopper_gemm\n  tolerance: 0.01\nbudget: {candidates: 3}\n")
+    with pytest.raises(CampaignError, match=r"^indent.yaml: line 4: not valid YAML: this line is indented other "
+                                            r"than the lines around it \(.*\), while parsing a block mapping that "
+                                            r"begins on line 1$"):
+        campaigns.load(str(indent))
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("name: x\nharness: {name: hopper_gemm}\nbudget:\n  minutes: 3\n  candidates: \"x\"\n")
+    with pytest.raises(CampaignError, match=r"^typo.yaml: line 5: budget.candidates: Input should be a valid integer"):
+        campaigns.load(str(typo))
+    with pytest.raises(CampaignError, match=r"^--set budget.candidates=y: budget.candidates: Input should be"):
+        campaigns.load(str(typo), ["budget.candidates=y"])  # a value the command line gave is blamed on it
+    entry = tmp_path / "entry.yaml"
+    entry.write_text("name: x\nsuite:\n  - {label: a, problem: {M: 64}}\n  - {label: b, problem: {M: -1}}\n")
+    with pytest.raises(CampaignError, match=r"^entry.yaml: .*suite entry 'b'|^entry.yaml: line 4"):
+        campaigns.load(str(entry))
     with pytest.raises(CampaignError, match="unknown campaign .nope. \\(available: bias_gelu, edge-codesign, gemm-sweep, hopper"):
         campaigns.load("nope")
     with pytest.raises(CampaignError, match="campaign file not found"):
@@ -90,6 +106,6 @@ def test_a_harness_whose_settings_hold_no_name_is_refused_in_one_line(tmp_path, 
         "class S(Strict):\n    name: str = 'my_harness:H'\n\nclass H(HarnessBase):\n    Settings = S\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "c.yaml").write_text("name: x\nharness: {name: 'my_harness:H'}\n")
-    with pytest.raises(campaigns.CampaignError, match=r"c.yaml: harness.name: H.Settings must be a subclass of "
+    with pytest.raises(campaigns.CampaignError, match=r"c.yaml: line 2: harness.name: H.Settings must be a subclass of "
                                                       r"autodiscovery.campaign.HarnessSettings"):
         campaigns.load(str(tmp_path / "c.yaml"))

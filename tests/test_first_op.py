@@ -122,7 +122,7 @@ def test_a_missing_file_names_every_place_looked(tmp_path):
     (tmp_path / "problems" / "my_sm.py").unlink()
     with pytest.raises(CampaignError) as exc:
         campaigns.load(str(path))
-    assert str(exc.value) == (f"my-op.yaml: problem.file: file not found: problems/my_sm.py (looked for "
+    assert str(exc.value) == (f"my-op.yaml: line 2: problem.file: file not found: problems/my_sm.py (looked for "
                               f"{tmp_path}/problems/my_sm.py, {ROOT}/problems/my_sm.py)")
     res = CliRunner().invoke(app, ["run", "--campaign", str(path), "--dry-run"])
     assert res.exit_code == 2 and f"looked for {tmp_path}/problems/my_sm.py" in " ".join(res.output.split())
