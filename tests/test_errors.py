@@ -117,3 +117,16 @@ def test_help_keeps_text_in_brackets():
     assert res.exit_code == 0
     flat = re.sub(r"[│\s]+", " ", res.output)
     assert "or path to a YAML file (default: hopper-gemm; with --from, that run's campaign)." in flat
+
+
+BIG = "99999999999999999999"  # past 2**63: no database holds such an id
+
+
+@pytest.mark.parametrize("args, said", [
+    (["show", BIG], f"no run {BIG} in"), (["lineage", BIG], f"no run {BIG} in"), (["report", BIG], f"no run {BIG} in"),
+    (["export", BIG, "--out", "x.cu"], f"no run {BIG} in"), (["diff", "1/0", f"{BIG}/1"], f"no run {BIG} in"),
+    (["prompt", f"{BIG}/0"], f"no run {BIG} in"), (["replay", BIG], f"no run {BIG} in"),
+    (["show", f"1/{BIG}"], f"run 1 has no candidate #{BIG}"),
+])
+def test_an_id_past_what_a_database_holds_is_not_there(recorded, args, said):
+    assert said in one_line(invoke("--db", recorded, *args))

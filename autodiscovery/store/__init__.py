@@ -178,7 +178,8 @@ class Store:
                 engine = create_engine(url.set(query={**url.query, "uri": "true"}))
             else:
                 file = Path(path).resolve()
-                engine = create_engine("sqlite://", poolclass=NullPool, creator=lambda: sqlite3.connect(
+                # The URL names the file (what messages say); the connection is the creator's.
+                engine = create_engine(f"sqlite:///{file}", poolclass=NullPool, creator=lambda: sqlite3.connect(
                     reader_uri(file), uri=True, check_same_thread=False))
             event.listen(engine, "connect", _sqlite_read_only)
             return engine
@@ -216,8 +217,9 @@ class Store:
             source = conn.connection.dbapi_connection
             assert isinstance(source, sqlite3.Connection)  # a SQLite engine's (the caller checked)
             source.backup(copy)
+        url = self.engine.url
         self.engine.dispose()
-        return create_engine("sqlite://", poolclass=StaticPool, creator=lambda: copy)
+        return create_engine(url, poolclass=StaticPool, creator=lambda: copy)
 
     def _redact(self, exc: object) -> str:
         return redact(str(exc), self.url)

@@ -38,6 +38,14 @@ def database_of(session: Session) -> str:
 
 
 R = TypeVar("R", bound="Base")
+BIGGEST = 2**63 - 1
+"""The largest integer a database column holds: no id or sequence number past it was ever recorded."""
+
+
+def storable(*numbers: int) -> bool:
+    """Whether numbers a user gave (a run id, a candidate's number) could be recorded ones: a lookup of one
+    past BIGGEST finds nothing, where the database driver would raise."""
+    return all(-BIGGEST <= n <= BIGGEST for n in numbers)
 
 
 def row(session: Session, model: type[R], key: Any) -> R:
@@ -76,7 +84,7 @@ class Run(Base):
 
     @classmethod
     def find(cls, session: Session, run_id: int) -> Run | None:
-        return session.get(cls, run_id)
+        return session.get(cls, run_id) if storable(run_id) else None
 
 
 class Build(Base):
@@ -145,6 +153,8 @@ class Candidate(Base):
 
     @classmethod
     def by_seq(cls, session: Session, run_id: int, seq: int) -> Candidate | None:
+        if not storable(run_id, seq):
+            return None
         return session.scalar(select(cls).where(cls.run_id == run_id, cls.seq == seq))
 
     @property
