@@ -291,3 +291,25 @@ def test_check_holds_the_manifest_to_what_the_module_returns(tmp_path, monkeypat
                  f"harness.cache_dir={tmp_path}/c")
     assert "ok module: outputs and argument names checked against the module on PyTorch's meta device (it " \
            "returns float32 [1024, 4096])" in one_line(res.output)
+
+
+def test_without_nvcc_check_does_all_it_can_and_says_what_it_skipped(tmp_path, monkeypatch):
+    """nvcc off the PATH: the manifest, the plan, the module's outputs (where PyTorch is here) and the names
+    are checked, the build and the cubin's kernels skipped, each said; a mistake before the build still
+    fails the check."""
+    path = my_op(tmp_path, kernel=KERNEL.replace("args: [x, out, dim]", "args: [xx, out, dim]"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools-here"))
+    res = invoke("check", "kernels/my_sm.cu", "--campaign", str(path), "--set", f"harness.cache_dir={tmp_path}/c")
+    said = one_line(res.output)
+    if TORCH:
+        assert res.exit_code == 1 and "args: 'xx' names nothing this problem has" in said, res.output
+    else:
+        assert res.exit_code == 0, res.output
+        assert "ok manifest:" in said and "ok plan:" in said and "note names: xx:" in said
+        assert "note build: skipped: nvcc not found ('nvcc' is not on PATH)" in said
+        assert "note kernels: skipped: no cubin to read without a build" in said
+        assert said.endswith("checked all it could here; build and kernels skipped: check again where the compiler is")
+    bad = my_op(tmp_path / "b", kernel=KERNEL.replace("grid: [batch_size, 1, 1]", "grid: [batch_size, 1]"))
+    res = invoke("check", "b/kernels/my_sm.cu", "--campaign", str(bad), "--set", f"harness.cache_dir={tmp_path}/c")
+    assert res.exit_code == 1 and "FAIL manifest" in one_line(res.output), res.output

@@ -100,3 +100,15 @@ def test_a_file_that_could_reach_the_host_is_refused(source, said):
 def test_a_file_that_is_not_python_is_refused_with_its_line():
     with pytest.raises(RefusedTriton, match=r"kernels/k.py: line 2: not valid Python"):
         check("import triton\ndef (:\n", "kernels/k.py")
+
+
+def test_the_triton_the_results_were_measured_with_is_the_extras_pin():
+    """A Triton of another version builds as it is, and `check` says which it was and which the project
+    measured with: that one is what `pip install -e '.[triton]'` installs."""
+    import tomllib
+    from pathlib import Path
+
+    from harnesses.reference import triton_compile
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["triton"] == [f"triton=={triton_compile.MEASURED}"]

@@ -79,6 +79,9 @@ def check(
             say(f"       {escape(line)}")
     if not result.ok:
         raise typer.Exit(1)
+    if skipped := [s.name for s in result.steps if s.text.startswith("skipped")]:
+        say(f"checked all it could here; {' and '.join(skipped)} skipped: check again where the compiler is")
+        return
     say(f"ready for a GPU: `autodiscovery measure {escape(str(kernel))} --campaign {escape(campaign)}`")
 
 

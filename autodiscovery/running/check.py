@@ -6,7 +6,8 @@ line): the manifest read as the campaign's harness reads it; the sandbox and the
 campaign's sizes (the `requires`, grids, blocks, shared memory, argument and output names, as far as
 they are known before the GPU probes the problem); the build with nvcc; and the built cubin's kernels
 against the plan: every kernel it launches defined, with the number and size of arguments it passes.
-The first step that fails ends the check.
+The first step that fails ends the check. Where the compiler is not there, the build and the cubin's
+kernels are skipped, and the check says so and why; what came before them still holds.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase
 from autodiscovery.toolkit import cubin
+from autodiscovery.toolkit.nvcc import ToolchainError
 from autodiscovery.toolkit.text import plural
 
 
@@ -34,7 +36,7 @@ class Step:
     detail: str = ""
     """What goes with it (the compiler's diagnostics)."""
     note: bool = False
-    """Not a failure, but worth a look (names taken on trust)."""
+    """Not a failure, but worth a look (names taken on trust, a step skipped)."""
 
 
 @dataclass
@@ -89,7 +91,18 @@ def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBa
     report.add(True, "plan", f"launch plan at {problem}" + (f" ({sizes})" if sizes else "") + held)
     for line, checked in harness.check_notes():
         report.add(True, "module", line, note=not checked)
-    build = harness.build(source)
+    entries = harness.entries(plan)
+    trusted = sorted({name for e in entries for name in e.trusted})
+    if trusted:
+        report.add(True, "names", f"{', '.join(trusted)}: neither an input, an output nor a scratch buffer, taken to "
+                                  "be the module's parameters or buffers until the GPU runs the problem (a misspelt "
+                                  "name would be here)", note=True)
+    try:
+        build = harness.build(source)
+    except ToolchainError as exc:  # no compiler here: what could be checked without it was
+        report.add(True, "build", f"skipped: {exc}", note=True)
+        report.add(True, "kernels", "skipped: no cubin to read without a build", note=True)
+        return report
     if not build.ok or not build.artifact:
         log = (build.log or "").replace("kernel.cu", name).strip()
         lines = log.splitlines()
@@ -101,14 +114,10 @@ def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBa
              f"{spills} bytes spilled" if spills else ("no spills" if build.spill_stores is not None else "")]
     report.add(True, "build", f"built by {build.compiler or 'the compiler'}" +
                "".join(f", {f}" for f in facts if f) + (" (cached)" if build.cached else ""))
-    entries = harness.entries(plan)
+    for note in (build.facts or {}).get("notes", []):  # what the harness says of its build (a compiler's version)
+        report.add(True, "build", note, note=True)
     if not entries:
         return report
-    trusted = sorted({name for e in entries for name in e.trusted})
-    if trusted:
-        report.add(True, "names", f"{', '.join(trusted)}: neither an input, an output nor a scratch buffer, taken to "
-                                  "be the module's parameters or buffers until the GPU runs the problem (a misspelt "
-                                  "name would be here)", note=True)
     try:
         defined = cubin.kernels(build.artifact)
     except cubin.CubinError as exc:

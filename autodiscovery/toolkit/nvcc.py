@@ -62,7 +62,9 @@ def build(cache_: BuildCache, key: str, source: str, nvcc: str, flags: list[str]
         return report
     work = cache_.workdir(key)
     (work / name).write_text(source)
-    exe = shutil.which(nvcc) or nvcc
+    exe = shutil.which(nvcc)
+    if exe is None:  # it was there when its version was read (kept for the process), and is gone
+        raise ToolchainError(f"nvcc not found ('{nvcc}' is not on PATH): install the CUDA toolkit 12.8+")
     report = BuildReport(ok=False, cache_key=key, compiler=compiler, flags=list(flags))
     start = time.perf_counter()
     try:

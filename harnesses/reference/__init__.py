@@ -212,6 +212,9 @@ class ReferenceHarness(HarnessBase):
             if not ok:
                 return BuildReport(ok=False, cache_key=key, log=said, compiler="triton")
             compiler, facts["compiled"] = f"{said} for {self.settings.arch}", compiled
+            if said.split()[-1] != triton_compile.MEASURED:
+                facts["notes"] = [f"{said} here, where the project's Triton candidates were measured with Triton "
+                                  f"{triton_compile.MEASURED} (`pip install -e '.[triton]'`): it builds as it is"]
         elif triton_compile.available():
             compiler = "Triton (not compiled here: the inputs' dtypes are known once PyTorch runs the module)"
         report = BuildReport(ok=True, cache_key=key, compiler=compiler, facts=facts)

@@ -17,6 +17,8 @@ import sys
 from autodiscovery import ROOT
 
 TIMEOUT_S = 300
+MEASURED = "3.6.0"
+"""The Triton the project's Triton candidates were measured with (PyTorch 2.11's; the `triton` extra's pin)."""
 POINTER = {"float32": "*fp32", "float16": "*fp16", "bfloat16": "*bf16", "float64": "*fp64", "int32": "*i32",
            "int64": "*i64", "int16": "*i16", "int8": "*i8", "uint8": "*u8", "bool": "*i1"}
 SCALAR = {"i32": "i32", "i64": "i64", "f32": "fp32", "f64": "fp64"}
