@@ -130,3 +130,16 @@ BIG = "99999999999999999999"  # past 2**63: no database holds such an id
 ])
 def test_an_id_past_what_a_database_holds_is_not_there(recorded, args, said):
     assert said in one_line(invoke("--db", recorded, *args))
+
+
+def test_a_run_that_cannot_start_leaves_no_database_it_made(tmp_path, recorded):
+    """A run refused before it records anything (here: no such compiler) removes the database it had just
+    made, in one line as before; a database that was there already stays, whole."""
+    new = tmp_path / "new" / "runs.db"
+    new.parent.mkdir()
+    res = invoke("--db", new, "run", "--campaign", "hopper-gemm", "--quiet", "--set", "harness.nvcc=/no/such/nvcc")
+    assert "nvcc" in one_line(res) and list(new.parent.iterdir()) == []
+    before = recorded.read_bytes()
+    res = invoke("--db", recorded, "run", "--campaign", "hopper-gemm", "--quiet", "--set", "harness.nvcc=/no/such/nvcc")
+    assert "nvcc" in one_line(res) and recorded.exists()
+    assert invoke("--db", recorded, "runs").exit_code == 0 and recorded.read_bytes() == before

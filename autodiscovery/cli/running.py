@@ -24,12 +24,13 @@ from autodiscovery.cli.common import (
     friendly,
     hint,
     say,
+    state,
     store,
 )
 from autodiscovery.review import display, exports, live, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
-from autodiscovery.store import CandidateStatus, EvalStatus, RunStatus
+from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus
 from autodiscovery.toolkit.text import plural
 
 
@@ -85,9 +86,17 @@ def run(
     loaded = None
     if resume is None and from_ is None:  # validated before anything is opened, and only once
         loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
-    given, st = db, store(db, create=True)
+    given = db
+    fresh = _new_file(db)
+    st = store(db, create=True)
+    with _kept_only_if_used(st, fresh, started := cast(list[int], [])):
+        _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started, given)
+
+
+def _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started,
+         given) -> None:
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
-    stop, started = Stop(), cast(list[int], [])
+    stop = Stop()
 
     def on_interrupt(signum, frame):  # the first Ctrl-C asks for a safe stop, the second stops at once
         if stop.requested:
@@ -122,6 +131,34 @@ def run(
         f"See `{hint(f'lineage {run_id}', given)}`" + (f" and `{hint(f'report {run_id}', given)}`." if table else "."))
     if summary["status"] == RunStatus.failed:
         raise typer.Exit(1)
+
+
+def _new_file(db: str | None) -> Path | None:
+    """The SQLite file a run is about to create (None: one that is there already, or not a file)."""
+    from autodiscovery.store import DEFAULT_DB
+
+    text = str(db or state["db"] or DEFAULT_DB)
+    if "://" in text:
+        text = text.removeprefix("sqlite:///") if text.startswith("sqlite:///") else ""
+    path = Path(text).expanduser() if text and not text.startswith((":memory:", "file:")) else None
+    return path if path is not None and not path.exists() else None
+
+
+@contextlib.contextmanager
+def _kept_only_if_used(st, fresh: Path | None, started: list[int]):
+    """A database this command created is removed again where the command fails before it records a run
+    (a driver check, a campaign's harness refusing the machine): a failed start leaves no empty file."""
+    try:
+        yield
+    except (AutoDiscoveryError, typer.Exit) as exc:
+        if fresh is not None and not started and not (isinstance(exc, typer.Exit) and exc.exit_code == 0):
+            with st.session() as s:
+                empty = s.query(Run).count() == 0
+            if empty:
+                st.engine.dispose()
+                for extra in ("", "-wal", "-shm", "-journal"):
+                    Path(f"{fresh}{extra}").unlink(missing_ok=True)
+        raise
 
 
 def _built(db, run_id: int, given: str | None) -> str:
