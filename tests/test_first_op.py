@@ -173,6 +173,9 @@ def one_line(text: str) -> str:
 @pytest.mark.parametrize("change, said", [
     (("args: [x, out, dim]", "args: [x, out, dim"), "kernels/my_sm.cu: line 6: manifest is not valid YAML: expected ',' or ']'"),
     (("    block: [256, 1, 1]\n", ""), "kernels/my_sm.cu: line 3: manifest: launches.0.block: Field required"),
+    (("block:", "blcok:"), "kernels/my_sm.cu: line 5: manifest: launches.0.blcok: no such key: did you mean block?"),
+    (("args: [x, out, dim]", "args: [x, out, {f23: 0.5}]"),  # a scalar's type misspelt: said in the manifest's words
+     "kernels/my_sm.cu: line 6: manifest: launches.0.args.2.f23: Input should be 'i32', 'i64', 'f32' or 'f64'"),
     (("dim % 4", "dim % 3"), ("kernels/my_sm.cu: at my_sm: this problem (batch_size=1024, dim=4096) does not "
                               "satisfy the kernel's requires 'dim % 3 == 0'")),
 ])

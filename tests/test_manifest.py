@@ -57,7 +57,7 @@ def test_resolve_a_good_manifest():
         (("requires:", 'workspace: "M * N * 4"\nrequires:'), "passed as argument W"),
         (("[A, B, C, M, N, K]", "[A, B, C, M, N, K, W]\nworkspace: \"M * N * 64\""), "outside 0 to 268435456"),
         (("kernel: gemm", "kernel: 9bad"), "manifest: kernel"),
-        (("grid:", "gird:"), "manifest: grid: Field required"),
+        (("grid:", "gird:"), "manifest: gird: no such key: did you mean grid?"),
     ],
 )
 def test_bad_manifests_are_refused_with_a_reason(change, message):

@@ -5,9 +5,10 @@ model (each harness says what its launches are)."""
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -42,10 +43,46 @@ def read(source: str, model: type[M], error: type[Exception]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        line = _line_of(yaml.compose(text), err["loc"])
-        raise error(f"line {first + line + 1}: manifest: {where}: {err['msg']}") from None
+        loc, msg = mistake(exc.errors(), data)
+        where = ".".join(str(p) for p in loc)
+        line = _line_of(yaml.compose(text), loc)
+        raise error(f"line {first + line + 1}: manifest: {where}: {msg}") from None
+
+
+def mistake(errors: list[Any], data: object) -> tuple[tuple, str]:
+    """The one mistake a validation's errors are best said by, as a location in the manifest's own keys
+    and words: a key misspelt rather than the key it stands for missing ('blcok': did you mean block?);
+    of the forms a value may take (a name, a number, a typed scalar), the error of the one it came
+    nearest, at its own keys, never the schema's names for the forms."""
+    said = [(_in_data(e["loc"], data), e) for e in errors]
+    unknown = {(loc[:-1], loc[-1]): e for loc, e in said if e["type"] == "extra_forbidden" and loc}
+    for loc, e in said:
+        if e["type"] == "missing" and loc:
+            for (parent, key), _ in unknown.items():
+                if parent == loc[:-1] and difflib.get_close_matches(str(key), [str(loc[-1])], 1, 0.6):
+                    return (*parent, key), f"no such key: did you mean {loc[-1]}?"
+    first = said[0][0]
+    alike = [(loc, e) for loc, e in said if loc[:len(first)] == first]  # one value's forms, the first mistake's
+    loc, e = max(alike, key=lambda le: len(le[0]))
+    return loc, "no such key" if e["type"] == "extra_forbidden" else e["msg"]
+
+
+def _in_data(loc: tuple, data: object) -> tuple:
+    """The parts of an error's location that are the data's own keys and indices (a union's member, a
+    dict's '[key]', are the schema's), and a missing key the last."""
+    out, node = [], data
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            out.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            out.append(part)
+            node = node[part]
+        elif isinstance(node, dict) and isinstance(part, str) and not part.startswith(("[", "dict[", "list[")) \
+                and part not in ("str", "int", "float", "bool") and not any(c in part for c in "[],'"):
+            out.append(part)  # a key the data lacks (a required one), or a key's name
+            break
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)
