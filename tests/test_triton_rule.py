@@ -71,7 +71,8 @@ HEAD = "import triton\nimport triton.language as tl\n"
     (HEAD + "class K:\n    pass\n" + KERNEL, "line 3: a class at module level"),
     (HEAD + "for i in range(3):\n    pass\n" + KERNEL, "line 3: a for statement at module level"),
     (HEAD + "\ndef helper(x):\n    return x\n" + KERNEL, "line 4: def helper is not decorated @triton.jit"),
-    (HEAD + "\n@triton.jit\n@staticmethod\ndef k(x):\n    pass\n", "def k is not decorated @triton.jit (and nothing else)"),
+    (HEAD + "\n@triton.jit\n@staticmethod\ndef k(x):\n    pass\n",
+     "@staticmethod on k: a kernel is decorated @triton.jit and nothing else"),
     (HEAD + "\n@triton.jit\ndef k(x):\n    open('/tmp/x', 'w')\n", "line 6: k names 'open', which is not device code"),
     (HEAD + "\n@triton.jit\ndef k(x):\n    eval('1')\n", "k names 'eval'"),
     (HEAD + "\n@triton.jit\ndef k(x):\n    g = globals()\n", "k names 'globals'"),
@@ -112,3 +113,31 @@ def test_the_triton_the_results_were_measured_with_is_the_extras_pin():
 
     extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert extras["triton"] == [f"triton=={triton_compile.MEASURED}"]
+
+
+def test_a_kernel_wrapped_by_a_decorator_of_its_own_is_python_refused_at_the_decorator():
+    """Without @triton.jit in it, a file whose manifest is a docstring (or that imports triton) is still
+    Python: read as a Triton candidate, and refused where the decorator that would run on the host is."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+    from autodiscovery.toolkit.manifest import is_triton
+
+    shipped = (Path(__file__).parents[1] / "seeds" / "softmax" / "triton.py").read_text()
+    wrapped = shipped.replace("@triton.jit\ndef softmax_rows", "def traced(f):\n    return f\n\n\n@traced\ndef softmax_rows")
+    assert "@triton.jit" not in wrapped and is_triton(wrapped) and is_triton(shipped)
+    assert not is_triton('/* @manifest\nkernel: k\n*/\n// import triton\nextern "C" __global__ void k() {}\n')
+    line = wrapped.splitlines().index("@traced") + 1
+    with pytest.raises(RefusedTriton, match=rf"line {line}: @traced on softmax_rows: a kernel is decorated "
+                                            r"@triton.jit and nothing else"):
+        check(wrapped, "kernel.py")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "wrapped.py"
+        path.write_text(wrapped)
+        res = CliRunner().invoke(app, ["check", str(path), "--campaign", "softmax"])
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"line {line}: @traced on softmax_rows" in said and "block" not in said, res.output

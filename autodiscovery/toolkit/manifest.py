@@ -21,8 +21,13 @@ search reads hundreds of manifests a proposal)."""
 
 
 def is_triton(source: str) -> bool:
-    """Whether a candidate is a Triton file: Python that imports triton, not CUDA C++."""
-    return "@triton.jit" in source and "import triton" in source and "__global__" not in source
+    """Whether a candidate is a Triton file, Python and not CUDA C++: its manifest a docstring, or it imports
+    triton, with no `__global__` in it (a kernel of other decorators than @triton.jit is still Python, and
+    the Triton rule says what is wrong with it)."""
+    if "__global__" in source:
+        return False
+    found = MANIFEST_RE.search(source)
+    return (found is not None and found.group(2) is not None) or bool(re.search(r"^\s*(import|from) triton\b", source, re.M))
 
 
 def read(source: str, model: type[M], error: type[Exception]) -> M:

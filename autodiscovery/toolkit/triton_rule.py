@@ -116,7 +116,7 @@ class _Rule:
             else:
                 raise self.refuse(node, f"{_what(node)} at module level (it would run when the file is imported)")
         names = {f.name for f in functions}
-        for f in functions:
+        for f in sorted(functions, key=lambda f: not f.decorator_list):  # a kernel's own decorators say most
             self._jitted(f)
         for f in functions:
             self._body(f, names)
@@ -143,7 +143,10 @@ class _Rule:
     def _jitted(self, f: ast.FunctionDef) -> None:
         jit = [d for d in f.decorator_list
                if self._dotted(d.func if isinstance(d, ast.Call) else d) in ("triton.jit", "triton.runtime.jit.jit")]
-        if len(f.decorator_list) != 1 or not jit:
+        if others := [d for d in f.decorator_list if d not in jit]:  # a wrapper would run as Python, on the host
+            raise self.refuse(others[0], f"@{ast.unparse(others[0])} on {f.name}: a kernel is decorated @triton.jit "
+                                         "and nothing else")
+        if len(jit) != 1:
             raise self.refuse(f, f"def {f.name} is not decorated @triton.jit (and nothing else)")
         d = jit[0]
         if isinstance(d, ast.Call) and (d.args or not all(kw.arg and _literal(kw.value) for kw in d.keywords)):
