@@ -152,7 +152,7 @@ def test_a_reference_campaign_gets_no_gemm_space(tmp_path):
     assert list(agent.space.families) == ["my_sm"] and agent.space.families["my_sm"].source == "my_sm.cu"
     seed = Record(seq=0, family="my_sm", knobs={}, status="kept", score=1.0, kept=True, source_hash="s")
     assert agent.seed_proposal(c).family == "my_sm" and agent.propose(History([seed], seed, agent_objective()), 4) == []
-    assert agent.exhausted_reason.startswith("the seed is measured; to improve it, name a search space")
+    assert agent.exhausted_reason.startswith("nothing to propose beyond the seed: to improve it, name a search space")
     c = campaigns.load(str(my_op(tmp_path / "gemm", space="hopper_gemm")))
     with pytest.raises(SpaceError) as exc:
         SearchAgent(c)
@@ -316,3 +316,13 @@ def test_without_nvcc_check_does_all_it_can_and_says_what_it_skipped(tmp_path, m
     bad = my_op(tmp_path / "b", kernel=KERNEL.replace("grid: [batch_size, 1, 1]", "grid: [batch_size, 1]"))
     res = invoke("check", "b/kernels/my_sm.cu", "--campaign", str(bad), "--set", f"harness.cache_dir={tmp_path}/c")
     assert res.exit_code == 1 and "FAIL manifest" in one_line(res.output), res.output
+
+
+@needs_nvcc
+def test_a_dry_run_of_a_seed_alone_does_not_say_it_measured_it(tmp_path, monkeypatch):
+    my_op(tmp_path, space=None)
+    monkeypatch.chdir(tmp_path)
+    res = invoke("--db", "x.db", "run", "--campaign", "my-op.yaml", "--dry-run", "--quiet", "--set",
+                 f"harness.cache_dir={tmp_path}/c")
+    said = one_line(res.output)
+    assert res.exit_code == 0 and "nothing to propose beyond the seed" in said and "measured" not in said, said

@@ -90,7 +90,7 @@ class SearchSettings(Strict):
 
 
 
-SEED_ONLY = ("the seed is measured; to improve it, name a search space (agent.search.space: a folder holding "
+SEED_ONLY = ("nothing to propose beyond the seed: to improve it, name a search space (agent.search.space: a folder holding "
              "families.yaml) or propose with --agent llm")
 """Why a run whose space is its seed alone ends after it."""
 
