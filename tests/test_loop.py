@@ -201,6 +201,7 @@ def test_live_display_renders_a_run(campaign, store):
     text = out.getvalue()
     assert "best so far: #" in text and "× cuBLAS" in text and "stopped: budget spent" in text
     assert "mma_sync" in text and "kept" in text
+    assert text.endswith("\n")  # not a terminal: what is printed next starts on a line of its own
 
 
 def test_replaying_a_real_h200_run_takes_the_same_walk(store):

@@ -111,6 +111,8 @@ class LiveDisplay:
             self._refresh()
             if self.live:
                 self.live.stop()
+                if not self.console.is_terminal:  # Live leaves its last line open where it drew no cursor
+                    self.console.line()
 
     def _refresh(self) -> None:
         if self.live:
