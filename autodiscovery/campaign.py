@@ -160,10 +160,10 @@ class Sweep(Strict):
         return out
 
     def entries(self) -> list[SuiteEntry]:
-        """The problems drawn as a suite's entries, labelled by their number and sizes ("03 · 512×2048×64")."""
+        """The problems drawn as a suite's entries, labelled by their number in the draw ("03"): the shape
+        is beside it in every view of a problem."""
         width = len(str(self.count))
-        return [SuiteEntry(label=f"{i + 1:0{width}d} · {'×'.join(str(v) for v in p.values())}", problem=p)
-                for i, p in enumerate(self.problems())]
+        return [SuiteEntry(label=f"{i + 1:0{width}d}", problem=p) for i, p in enumerate(self.problems())]
 
 
 class Campaign(Strict):

@@ -71,6 +71,9 @@ def test_a_suite_tunes_each_problem_and_records_the_dispatch_table(tmp_path, see
     text = CliRunner().invoke(app, ["--db", db, "report", "1"], env={"COLUMNS": "80"}).output
     assert "qkv 2048" in text and "refuses" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+    shown = CliRunner().invoke(app, ["--db", db, "show", "1"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0 and "dispatch table" in shown.output and "qkv 2048" in shown.output  # not an empty table
+    assert "candidates" not in shown.output.splitlines()[3:5]
 
 
 def test_a_suites_summary_counts_the_unrounded_figures_and_the_time_to_the_first_at_the_reference():

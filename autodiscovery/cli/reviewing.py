@@ -78,6 +78,15 @@ def show(
             return emit_json(data | {"harness": extra, "llm_summary": calls, "pool": used})
         if config:
             return console.print_json(json.dumps({"fingerprint": data["fingerprint"], "config": data["config"]}))
+        from autodiscovery.running.suite import is_suite
+
+        if is_suite(st, run_id):  # its candidates are its problems' runs': the dispatch table says what they found
+            say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']})")
+            say(display.where(data["fingerprint"], harness, console.width))
+            console.print(display.dispatch_table(exports.dispatch(st, run_id)))
+            say(f"a problem's run: `{hint('show RUN', given)}` (the run column); the config: "
+                f"`{hint(f'show {run_id} --config', given)}`")
+            return
         say(f"[bold]run {data['id']}[/] · {data['campaign']} · {data['status']} ({data['stop_reason']}) · "
             f"{report.tally_text(data)}")
         say(display.where(data["fingerprint"], harness, console.width))
