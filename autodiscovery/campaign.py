@@ -195,7 +195,7 @@ class Campaign(Strict):
             drawn = self.sweep.entries()
             if self.suite is None:
                 self.suite = drawn
-            elif self.suite != drawn:
+            elif [e.problem for e in self.suite] != [e.problem for e in drawn]:  # labels as a run recorded them stand
                 raise ValueError("suite: a sweep draws its suite; give one or the other")
         return self
 

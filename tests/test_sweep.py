@@ -105,3 +105,14 @@ def test_a_seed_of_no_known_rate_starts_at_the_bottom(tmp_path):
     c = campaigns.load("hopper-gemm", ["problem.M=8192", "problem.N=57344", "problem.K=8192", "budget.minutes=1",
                                        f"agent.search.space={mine}"])
     assert SearchAgent(c).start == "bottom"
+
+
+def test_a_recorded_sweep_reads_back_whatever_its_labels():
+    """A run records its suite as drawn, labels and all: read back by a later version, whose labels differ,
+    it is the same suite (the shipped trial's database, labelled '1 · 40×3392×12632')."""
+    from autodiscovery import ROOT
+    from autodiscovery.review import exports
+
+    store = Store(ROOT / "docs" / "gemm-sweep-h200" / "trial-seed100.db", create=False, read_only=True)
+    data = exports.dispatch(store, 1)
+    assert [r["label"] for r in data["rows"]][0] == "1 · 40×3392×12632" and data["summary"]["problems"] == 3
