@@ -3,6 +3,7 @@ never a traceback, an "internal error" or a secret."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import pytest
@@ -117,6 +118,15 @@ def test_help_keeps_text_in_brackets():
     assert res.exit_code == 0
     flat = re.sub(r"[│\s]+", " ", res.output)
     assert "or path to a YAML file (default: hopper-gemm; with --from, that run's campaign)." in flat
+
+
+@pytest.mark.parametrize("command", ["show", "runs", "run", "report", "lineage", "check"])
+def test_a_flag_is_shown_as_a_flag_it_takes_no_value(command):
+    """Help that showed `--json <bool>` asked for `--json true`, which a flag refuses: a flag shows no type."""
+    res = invoke(command, "--help", env={"COLUMNS": "120"})
+    flags = [line for line in res.output.splitlines() if re.search(r"│ --(json|quiet|dry-run|config|source)\b", line)]
+    assert flags or command == "check"
+    assert not [line for line in flags if "<bool>" in line], flags
 
 
 BIG = "99999999999999999999"  # past 2**63: no database holds such an id

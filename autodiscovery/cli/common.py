@@ -31,7 +31,6 @@ def main(db: Annotated[str | None, typer.Option(help="Database: a SQLAlchemy URL
 
 DbOption = Annotated[str | None, typer.Option("--db", help="Database: a SQLAlchemy URL or a file path.")]
 SetOption = Annotated[list[str] | None, typer.Option("--set", help="Override a campaign field: key.path=value.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def store(db: str | None = None, create: bool = False, read_only: bool = False) -> Store:

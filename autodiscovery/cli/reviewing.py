@@ -35,7 +35,7 @@ from autodiscovery.store import EvalKind, EvalStatus, RunStatus
 
 @app.command()
 @friendly
-def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
     campaign: Annotated[str | None, typer.Option(help="Only this campaign's runs.")] = None,
     status: Annotated[str | None, typer.Option(help="Only runs with this status (running, finished, "
                                                        "interrupted, failed).")] = None,
@@ -56,9 +56,9 @@ def runs(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
 def show(
     ref: Annotated[str, typer.Argument(help="RUN (e.g. 3) or RUN/CANDIDATE (e.g. 3/7).")],
     config: Annotated[bool, typer.Option("--config", help="With RUN: the campaign as resolved and the "
-                                                         "fingerprint of where it ran, whole, as JSON.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    source: Annotated[bool, typer.Option("--source", help="With RUN/CANDIDATE: its source, with line numbers.")]
+                                                         "fingerprint of where it ran, whole, as JSON.", metavar="")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
+    source: Annotated[bool, typer.Option("--source", help="With RUN/CANDIDATE: its source, with line numbers.", metavar="")]
     = False,
     db: DbOption = None,
 ) -> None:
@@ -122,8 +122,8 @@ def show(
 @app.command()
 @friendly
 def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
-            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-            tree: Annotated[bool, typer.Option("--tree", help="Every candidate under the one it was made from.")] = False,
+            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
+            tree: Annotated[bool, typer.Option("--tree", help="Every candidate under the one it was made from.", metavar="")] = False,
     db: DbOption = None,
 ) -> None:
     """The kept chain from the seed to the best: step, hypothesis, the objective and the harness's figures."""
@@ -147,7 +147,7 @@ def _lineage(parts) -> None:
 @app.command("report")
 @friendly
 def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
-               as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+               as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
                out: Annotated[Path | None, typer.Option("--out", help="Write a self-contained HTML report "
                                                                          "(charts inline, no network).")] = None,
                png: Annotated[Path | None, typer.Option("--png", help="Write the charts as PNG images into "
@@ -193,7 +193,7 @@ def report_cmd(run_id: Annotated[int, typer.Argument(help="Run id.")],
 @friendly
 def diff(a: Annotated[str, typer.Argument(help="A candidate: RUN/SEQ (e.g. 3/7).")],
          b: Annotated[str, typer.Argument(help="Another candidate: RUN/SEQ (the run may differ).")],
-         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
          db: DbOption = None) -> None:
     """The source diff of two candidates, with both candidates' metrics and knobs."""
     st = store(db, read_only=True)
@@ -247,7 +247,7 @@ def export(run_ids: Annotated[list[int], typer.Argument(
 def prompt(ref: Annotated[str, typer.Argument(help="A candidate, RUN/SEQ, or RUN for its best.")],
            set_: SetOption = None,
            seed: Annotated[int, typer.Option(help="Seed of the inspirations' draw.")] = 0,
-           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
            db: DbOption = None) -> None:
     """The prompt the llm agent would send to change a recorded candidate: the rules, the hardware, the
     kernel with its ptxas facts and profile, the lineage, inspirations and the last attempts."""

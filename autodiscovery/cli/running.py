@@ -55,11 +55,11 @@ def run(
         help="Where evaluations run: local (child processes) or ray (tasks on a Ray cluster; sets executor.kind).")] = None,
     address: Annotated[str | None, typer.Option(
         help="With --executor ray: the cluster, auto or ray://HOST:PORT (default: a new local one).")] = None,
-    dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.")] = False,
-    quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Propose and build only: no GPU, no measurement.", metavar="")] = False,
+    quiet: Annotated[bool, typer.Option(help="No live display; print the summary only.", metavar="")] = False,
     allow_new_toolchain: Annotated[bool, typer.Option(
         help="With --resume: go on although the toolchain changed (compiler, driver, libraries; the run "
-             "records it).")] = False,
+             "records it).", metavar="")] = False,
 
     db: DbOption = None,
 ) -> None:
@@ -246,7 +246,7 @@ def profile(
     campaign: Annotated[str, typer.Option(help="For a kernel file: the campaign whose problem applies.")] =
         campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
     db: DbOption = None,
 ) -> None:
     """The harness's profiler (Nsight Compute for hopper-gemm) on a candidate and on the baseline at the
@@ -274,7 +274,7 @@ def ladder(
     campaign: Annotated[str, typer.Option(help="Campaign whose harness settings apply.")] =
         campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
 
     db: DbOption = None,
 ) -> None:
@@ -294,7 +294,7 @@ def ladder(
 def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
            set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field of the run's "
                                                                           "campaign: key.path=value.")] = None,
-           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.", metavar="")] = False,
            db: DbOption = None) -> None:
     """Measure the run's best lineage again on this machine, beside the recorded figures."""
     from autodiscovery.review.replay import replay as measure_again

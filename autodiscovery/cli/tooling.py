@@ -19,7 +19,7 @@ from autodiscovery.cli.common import DbOption, SetOption, app, console, emit_jso
 @friendly
 def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to check.")] =
            campaigns.DEFAULT_CAMPAIGN,
-           as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the campaign's tools only).")] = False
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the campaign's tools only).", metavar="")] = False
            ) -> None:
     """Check the tools a campaign needs (nvcc, the driver, the GPU; the simulator for edge-codesign), say
     what to set, then which shipped campaigns this machine is ready for."""
