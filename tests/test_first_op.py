@@ -326,3 +326,17 @@ def test_a_dry_run_of_a_seed_alone_does_not_say_it_measured_it(tmp_path, monkeyp
                  f"harness.cache_dir={tmp_path}/c")
     said = one_line(res.output)
     assert res.exit_code == 0 and "nothing to propose beyond the seed" in said and "measured" not in said, said
+
+
+def test_a_build_error_of_one_line_is_said_once(tmp_path, monkeypatch):
+    """Triton says why a file does not compile in one line: `check` says it once (the compiler's whole
+    output goes below the line only where it says more, as nvcc's does)."""
+    from autodiscovery.toolkit.build import BuildReport
+    from harnesses.reference import ReferenceHarness
+
+    said = "Triton could not compile softmax_rows: unsupported tensor index"
+    monkeypatch.setattr(ReferenceHarness, "build",
+                        lambda self, source: BuildReport(ok=False, cache_key="k", log=said, compiler="triton"))
+    path = ROOT / "seeds" / "softmax" / "triton.py"
+    res = invoke("check", str(path), "--campaign", "softmax")
+    assert res.exit_code == 1 and res.output.count(said) == 1, res.output

@@ -107,7 +107,9 @@ def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBa
         log = (build.log or "").replace("kernel.cu", name).strip()
         lines = log.splitlines()
         error = next((line for line in lines if "error" in line), lines[0] if lines else "no compiler output")
-        report.add(False, "build", f"does not compile: {error.strip()}", log)
+        # The compiler's whole output below the line, where it says more than that line (Triton's, one line, not)
+        more = log if [line.strip() for line in lines if line.strip()] != [error.strip()] else ""
+        report.add(False, "build", f"does not compile: {error.strip()}", more)
         return report
     spills = (build.spill_stores or 0) + (build.spill_loads or 0)
     facts = [f"{build.registers} registers" if build.registers is not None else "",
