@@ -158,10 +158,11 @@ def recorded_head_to_heads() -> list[tuple[float, float]]:
     import sqlite3
 
     from autodiscovery import ROOT
+    from autodiscovery.store import reader_uri
 
     out = []
     for db in sorted((ROOT / "docs").glob("**/*.db")):
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        con = sqlite3.connect(reader_uri(db), uri=True)  # as a reader opens it: nothing written beside it
         try:
             rows = con.execute(
                 "SELECT h.metrics, c.metrics, i.metrics, r.config FROM evaluations h "

@@ -220,6 +220,7 @@ def test_reading_a_database_leaves_nothing_beside_it_and_needs_no_writable_folde
     (its log beside it) is read live; one in rollback-journal mode is read read-only. Where the folder
     cannot take SQLite's shared-memory file, a log left by a run cut off is read as an unchanging file."""
     import shutil
+    from contextlib import closing
 
     from typer.testing import CliRunner
 
@@ -230,7 +231,7 @@ def test_reading_a_database_leaves_nothing_beside_it_and_needs_no_writable_folde
     db = tmp_path / "copy" / "run.db"
     db.parent.mkdir()
     shutil.copy(shipped, db)
-    with sqlite3.connect(db) as conn:  # as the databases runs write are
+    with closing(sqlite3.connect(db)) as conn:  # as the databases runs write are
         conn.execute("PRAGMA journal_mode=WAL")
     assert in_wal_mode(db) and not Path(f"{db}-wal").exists()
     assert reader_uri(db).endswith("?mode=ro&immutable=1")
@@ -256,6 +257,6 @@ def test_reading_a_database_leaves_nothing_beside_it_and_needs_no_writable_folde
 
     rollback = tmp_path / "rollback.db"
     shutil.copy(shipped, rollback)
-    with sqlite3.connect(rollback) as conn:
+    with closing(sqlite3.connect(rollback)) as conn:
         conn.execute("PRAGMA journal_mode=DELETE")
     assert not in_wal_mode(rollback) and reader_uri(rollback).endswith("?mode=ro")
