@@ -284,3 +284,22 @@ def test_the_head_a_fit_reads_is_the_whole_sources_manifest(name):
             assert len(head) < len(whole)
             compared += 1
         assert compared >= 10, fam.name
+
+
+def test_a_mistake_in_a_families_file_names_its_line(tmp_path):
+    """As a campaign's: YAML syntax where the mistake is, a field of a family at the field's line."""
+    from pathlib import Path
+
+    from autodiscovery.agents.space import SpaceError
+
+    shipped = (Path(__file__).parents[1] / "search_spaces" / "hopper_gemm" / "families.yaml").read_text()
+    lines = shipped.splitlines()
+    rung = next(i for i, line in enumerate(lines) if line.strip() == "rung: 2") + 1
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "families.yaml").write_text(shipped.replace("    rung: 2\n", "    rung: two\n", 1))
+    with pytest.raises(SpaceError, match=rf"families.yaml: line {rung}: families.tiled.rung: Input should be a valid"):
+        Space(str(tmp_path / "a"))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "families.yaml").write_text(shipped.replace("    rung: 2\n", "    rung: 2\n     bad: 1\n", 1))
+    with pytest.raises(SpaceError, match=rf"families.yaml: line {rung + 1}: not valid YAML"):
+        Space(str(tmp_path / "b"))

@@ -213,14 +213,28 @@ class Space:
         if not path.is_file():
             raise SpaceError(f"search space '{name}' not found (no {path})")
         self.path = path
+        from autodiscovery.campaign import key_lines, yaml_error
+
+        text = path.read_text()
         try:
-            raw = yaml.safe_load(path.read_text())["families"]
-            self.families = {n: Family.model_validate({**f, "name": n}) for n, f in raw.items()}
-        except (yaml.YAMLError, KeyError, TypeError) as exc:
-            raise SpaceError(f"{path}: not a families file ({exc})") from None
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise SpaceError(f"{path}: {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+            raw = yaml.safe_load(text)["families"]
+        except yaml.YAMLError as exc:
+            raise SpaceError(f"{path}: {yaml_error(exc)}") from None
+        except (KeyError, TypeError):
+            raise SpaceError(f"{path}: not a families file (a mapping `families:` of families by name)") from None
+        if not isinstance(raw, dict):
+            raise SpaceError(f"{path}: not a families file (a mapping `families:` of families by name)")
+        self.families = {}
+        for n, f in raw.items():
+            try:
+                self.families[n] = Family.model_validate({**(f if isinstance(f, dict) else {}), "name": n})
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                where = ("families", n, *err["loc"])
+                lines = key_lines(text)
+                line = next((lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in lines), None)
+                at = f": line {line}" if line else ""
+                raise SpaceError(f"{path}{at}: families.{n}.{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
         self.seeds = seeds_dir or (self.folder if by_path else SEEDS / name)
 
     @classmethod
