@@ -260,3 +260,37 @@ def test_reading_a_database_leaves_nothing_beside_it_and_needs_no_writable_folde
     with closing(sqlite3.connect(rollback)) as conn:
         conn.execute("PRAGMA journal_mode=DELETE")
     assert not in_wal_mode(rollback) and reader_uri(rollback).endswith("?mode=ro")
+
+
+def test_every_command_that_reads_works_in_a_read_only_folder(tmp_path):
+    """A read-only mount of a folder holding a database in WAL mode and one of an older schema: every reading
+    command answers, where opening with `mode=ro` alone failed ('unable to open database file'). It needs
+    to mount a folder (root, and a system that lets it): where it cannot, it says so and is skipped."""
+    import shutil
+    from contextlib import closing
+
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+
+    source, mounted = tmp_path / "source", tmp_path / "mounted"
+    source.mkdir()
+    mounted.mkdir()
+    shutil.copy(ROOT / "docs" / "gemm-sweep-h200" / "trial-seed100.db", source / "run.db")
+    shutil.copy(ROOT / "tests" / "data" / "old_m002.db", source / "old.db")
+    with closing(sqlite3.connect(source / "run.db")) as conn:  # WAL, as a run leaves it: the case that failed
+        conn.execute("PRAGMA journal_mode=WAL")
+    done = subprocess.run(["mount", "--bind", "-o", "ro", str(source), str(mounted)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a read-only folder here: {done.stderr.strip() or done.returncode}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)], capture_output=True)
+        with pytest.raises(OSError):
+            (mounted / "probe").write_text("x")
+        for db, commands in ((mounted / "run.db", (["runs"], ["show", "2"], ["report", "1"], ["lineage", "3"])),
+                             (mounted / "old.db", (["runs"], ["show", "1"]))):
+            for command in commands:
+                res = CliRunner().invoke(app, ["--db", str(db), *command], env={"COLUMNS": "80"})
+                assert res.exit_code == 0, (db.name, command, res.output)
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)
