@@ -213,7 +213,7 @@ class Space:
         if not path.is_file():
             raise SpaceError(f"search space '{name}' not found (no {path})")
         self.path = path
-        from autodiscovery.campaign import key_lines, yaml_error
+        from autodiscovery.yaml_lines import key_lines, yaml_error
 
         text = path.read_text()
         try:

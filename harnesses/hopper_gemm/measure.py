@@ -20,7 +20,6 @@ events, then the checks (untimed).
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable
@@ -28,10 +27,11 @@ from collections.abc import Callable
 import cupy as cp
 import numpy as np
 
-from autodiscovery.toolkit import child, guard
+from autodiscovery.toolkit import child
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Kernel
 from harnesses.hopper_gemm.helpers import Helpers
 from harnesses.hopper_gemm.screen import Precise, Screen, plan
+from harnesses.hopper_gemm.slots import JOB, arena, jobs
 from harnesses.hopper_gemm.verdict import (  # noqa: F401  (the names callers take from here)
     COLUMNS,
     DISTRIBUTIONS,
@@ -53,13 +53,6 @@ SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
 UPSTREAM_S = 30e-6  # how long the kernel before a dependent launch waits before it writes the inputs
-MASK64 = (1 << 64) - 1
-JOB = np.dtype([("ptr", "<u8"), ("n", "<u8"), ("cols", "<u8"), ("salt", "<u8"), ("kind", "<u4"), ("column", "<u4"),
-                ("row", "<u4"), ("pad", "<u4")])
-"""bench_kernels.cu's Job: one buffer of a slot, as fill_many draws it and verify_many checks it."""
-JOB_A, JOB_B, JOB_C, JOB_ZONE = range(4)
-
-
 class Bench:
     """A pool of input/output slots, cuBLAS, the helper kernels and a stream, for one problem shape."""
 
@@ -132,16 +125,7 @@ class Bench:
         return self.slots[i]
 
     def _add_jobs(self, i: int) -> None:
-        """Slot i's buffers in the jobs table: A, B (their mismatches in columns 6 and 7 of its check's row),
-        C (poisoned), and each guard zone (column 8 on, in ZONES order)."""
-        A, B, C = self.slots[i]
-        rows = [(A, JOB_A, 6), (B, JOB_B, 7), (C, JOB_C, 0)]
-        rows += [(z, JOB_ZONE, 8 + k) for k, z in enumerate(self.zones[i] if self.guarded else [])]
-        new = np.zeros(len(rows), JOB)
-        for j, (buf, kind, column) in enumerate(rows):
-            salt = ((i * 16 + j + 1) * 0x9E3779B97F4A7C15) & MASK64
-            new[j] = (buf.data.ptr, buf.size, buf.shape[1], salt, kind, column, i, 0)
-        self.jobs = np.concatenate([self.jobs, new])
+        self.jobs = np.concatenate([self.jobs, jobs(i, self.slots[i], self.zones[i] if self.guarded else [])])
         self._jobs_dev = None
 
     def _jobs_of(self, first: int) -> int:
@@ -465,17 +449,6 @@ class Bench:
             if precise is not None and r + 1 < reps and precise.due(r + 1) and precise.met(times := read(events[:r + 1])):
                 return times, inner, "precise"
         return read(events), inner, None
-
-
-def arena(buffers: list[tuple[str, tuple[int, ...]]]) -> tuple[cp.ndarray, list[cp.ndarray], list[cp.ndarray]]:
-    """bf16 buffers in one allocation, each between guard zones: the allocation, the buffers, and the
-    zones (before and after each buffer, as rows of bf16 for the helpers' fill and verify)."""
-    sizes = [(name, 2 * math.prod(shape)) for name, shape in buffers]
-    total, slots = guard.layout(sizes)
-    raw = cp.empty(total, cp.uint8)
-    views = [raw[s.start:s.end].view(cp.uint16).reshape(shape) for s, (_, shape) in zip(slots, buffers)]
-    zones = [raw[lo:hi].view(cp.uint16).reshape(1, -1) for _, _, lo, hi in guard.zones(slots)]
-    return raw, views, zones
 
 
 def elapsed(start: float) -> float:
