@@ -53,6 +53,8 @@ SLOT_MEMORY_BYTES = 16 << 30  # the most the input/output pool may take
 MAX_SLOTS = 64
 HOST_LAUNCH_S = 25e-6  # what queuing one launch costs the host, about
 UPSTREAM_S = 30e-6  # how long the kernel before a dependent launch waits before it writes the inputs
+
+
 class Bench:
     """A pool of input/output slots, cuBLAS, the helper kernels and a stream, for one problem shape."""
 
