@@ -10,9 +10,9 @@ its `as_dict`: tiles, waves, how far they fill the last...). The target is the l
 time over the fit's estimate: the model learns where the fit is wrong, and its prediction corrects the
 fit's estimate (`Learned`), which the search orders its moves by (`shape_order.py`).
 
-`python -m autodiscovery.agents.costmodel` measures how it ranks at shapes it has not seen: each shape
-recorded in the shipped databases left out in turn, the model trained on the rest, the configurations
-measured there ranked by it and by the fit alone.
+`python -m autodiscovery.agents.costmodel [--campaign NAME]` measures how it ranks at shapes it has not
+seen: each shape recorded in the shipped databases left out in turn, the model trained on the rest, the
+configurations measured there ranked by it and by the fit alone.
 """
 
 from __future__ import annotations
@@ -322,14 +322,20 @@ def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit
 
 
 def main(argv: list[str]) -> int:
-    """The held-out ranking over the GEMM runs shipped under docs/, as the results page gives it."""
+    """The held-out ranking over the runs of a campaign's harness shipped under docs/ (`--campaign NAME`,
+    the default campaign's by default), as the results page gives it; further arguments are kernel
+    databases' `!PATTERN`s to leave out."""
     from autodiscovery import campaign as campaigns
     from autodiscovery import registry
     from autodiscovery.agents import warm
+    from autodiscovery.agents.search import SearchAgent
 
-    c = campaigns.load("hopper-gemm")
+    name = campaigns.DEFAULT_CAMPAIGN
+    if argv[:1] == ["--campaign"] and len(argv) > 1:
+        name, argv = argv[1], argv[2:]
+    c = campaigns.load(name)
     harness = registry.harness(c.harness.name)
-    space = Space("hopper_gemm")
+    space = SearchAgent(c).space
     problem = c.problem.model_dump(mode="json")
     names = list(c.problem.names())
     found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *argv])], harness, space,
@@ -338,9 +344,9 @@ def main(argv: list[str]) -> int:
     result = held_out(found, space, fits)
     print(f"{len(found)} benchmarks at {len({x.shape for x in found})} (GPU, shape) pairs; each shape left out in turn")
     print(f"{'ranking by':12} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
-    for name, r in result.items():
+    for label, r in result.items():
         if r.get("shapes"):
-            print(f"{name:12} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
+            print(f"{label:12} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
                   f"{r['worst_regret']:7.4f}")
     return 0
 
