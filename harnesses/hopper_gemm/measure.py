@@ -321,19 +321,6 @@ class Bench:
             raise RuntimeError("release_upstream without arrive_late: no launch waits for its inputs")
         self._go[1][0] = self._epoch
 
-    def errors(self, kernel: Kernel, name: str, per_dist: int, tolerance: Tolerance) -> dict[str, list[dict]]:
-        """Gate-like launches that never stop at a failure: results by distribution (for calibration)."""
-        first = len(self.checks)
-        for d in range(per_dist * len(DISTRIBUTIONS)):
-            draw = Draw(d % 2, self.seed(), d % len(DISTRIBUTIONS))
-            self.prepare(draw)
-            kernel(kernel.bind(*self.slot(draw.slot)))
-            self.check(draw.slot, name, "gate", d)
-        out: dict[str, list[dict]] = {dist: [] for dist in DISTRIBUTIONS}
-        for c, r in self.results(tolerance)[first:]:
-            out[DISTRIBUTIONS[c.dist]].append(r)
-        return out
-
     # ---- timing -------------------------------------------------------------------------
     def launchers(self, kernels: dict[str, Kernel | None]) -> dict[str, Callable[[int], None]]:
         """One launcher per name (None means the cuBLAS baseline, or under the other baseline's name, that
