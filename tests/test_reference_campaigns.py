@@ -28,7 +28,7 @@ def test_campaign_seed_and_default_resolve(name):
     camp, harness, space = _setup(name)
     assert camp.harness.name == "reference" and camp.problem.file == f"problems/{name}.py"
     seed = camp.seed_path().read_text()
-    assert space.family_of_source(seed) == "naive"
+    assert space.configuration_of_source(seed) == ("naive", {})
     family = CUDA_FAMILY.get(name, "tuned")
     tuned = space.families[family]
     assert tuned.violations(tuned.default, camp.problem.names()) == []

@@ -313,12 +313,6 @@ class Space:
                     pass
         return self._heads[name]
 
-    def family_of_source(self, source: str) -> str | None:
-        """The family whose file, or whose template at its default configuration, is exactly `source`
-        (the seed, usually)."""
-        found = self.configuration_of_source(source)
-        return found[0] if found is not None else None
-
     def configuration_of_source(self, source: str) -> tuple[str, dict[str, Any]] | None:
         """(family, knobs) of `source` where it is a fixed-source family's file or a template's default
         rendered (a Triton seed written as the Triton family's default, say): a run from it then tunes that

@@ -29,10 +29,6 @@ MakeHarness = Callable[[Campaign], HarnessBase]
 """A campaign -> its harness (the registry's, or a stand-in a test gives)."""
 
 
-class SuiteError(AutoDiscoveryError):
-    pass
-
-
 def runs_of(s: Session, parent: Run) -> dict[str, Run]:
     """The runs of a suite (in a session) by their problem's label: their campaign name after the suite's."""
     runs = s.query(Run).filter(Run.parent_id == parent.id).order_by(Run.id)

@@ -36,7 +36,6 @@ from harnesses.accelsim.arch import Architecture
 MAX_THREADS_PER_SM = 2048
 MAX_CTAS_PER_SM = 32
 SMEM_PER_SM = 167936
-BYTES_PER_CYCLE_PER_SM = 64.0
 L2_HIT_EXTRA = 100  # cycles beyond the ROP latency for a round trip through the interconnect
 UNITS_PER_SM = 4  # sub-cores: one warp scheduler and one tensor unit each
 
