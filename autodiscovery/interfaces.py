@@ -9,7 +9,7 @@ capability is declared there too, with the default that says "not here", and cal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -240,19 +240,11 @@ class HarnessBase:
     for_baseline: ClassVar[str | None] = None
     """The `harness.baseline` a subclass stands for, where the baseline a campaign chooses changes what the
     objective is (`× best Lt` rather than `× cuBLAS`): making the harness from such a campaign, or reading a
-    run recorded with it (`for_config`), gives that subclass. None: the harness's own objective."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        """Made from a campaign, the class its baseline makes it (`for_config`): itself where no subclass
-        stands for it. Made otherwise (unpickled, or a test's stand-in with arguments of its own), the class
-        asked for."""
-        campaign = args[0] if args else kwargs.get("campaign")
-        if isinstance(campaign, Campaign):
-            cls = cast(type[Self], cls.for_config({"harness": {"baseline": getattr(campaign.harness, "baseline", None)}}))
-        return super().__new__(cls)
+    run recorded with it (`for_config`, `registry.harness_for`), gives that subclass. None: the harness's own
+    objective."""
 
     def __init__(self, campaign: Campaign | None = None) -> None:
-        """A harness is made from its campaign (`registry.harness(name)(campaign)`); the base keeps nothing."""
+        """A harness is made from its campaign (`registry.make_harness(campaign)`); the base keeps nothing."""
 
     @property
     def parallel(self) -> int:

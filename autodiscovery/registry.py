@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from autodiscovery import AutoDiscoveryError
 
 if TYPE_CHECKING:
+    from autodiscovery.campaign import Campaign
     from autodiscovery.interfaces import AgentBase, HarnessBase
 
 HARNESSES = {
@@ -44,6 +45,19 @@ def _load(kind: str, name: str, table: dict[str, str]) -> type:
 def harness(name: str) -> type[HarnessBase]:
     """The harness class named in a campaign's `harness.name`."""
     return _load("harness", name, HARNESSES)
+
+
+def harness_for(config: dict) -> type[HarnessBase]:
+    """The harness class of a campaign's configuration, as loaded or as a run recorded it: the one its
+    `harness.name` names, or the subclass its settings choose (`HarnessBase.for_config`: a baseline that
+    changes the objective)."""
+    settings = config.get("harness") or {}
+    return harness(settings.get("name", "hopper_gemm")).for_config(config)
+
+
+def make_harness(campaign: Campaign) -> HarnessBase:
+    """The harness a campaign runs with: the class its settings choose, made from it."""
+    return harness_for({"harness": campaign.harness.model_dump(mode="json")})(campaign)
 
 
 def agent(name: str) -> type[AgentBase]:

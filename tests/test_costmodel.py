@@ -108,7 +108,7 @@ def test_the_search_learns_at_its_start_and_orders_by_the_corrected_fit(shipped)
     assert c.suite is not None
     one = c.entry(c.suite[4])
     agent = SearchAgent(one)
-    harness = HopperGemmHarness(one)
+    harness = registry.make_harness(one)
     agent.bind(None, 1, harness, {"gpu": "NVIDIA H200", "cc": "9.0", "sms": 132})
     assert agent.learned is not None and agent.learned.startswith("learned from ")
     fam = agent.space.families["wgmma_cluster"]
@@ -117,5 +117,5 @@ def test_the_search_learns_at_its_start_and_orders_by_the_corrected_fit(shipped)
     picks = [w for w in agent.warm if w[2].startswith("The cost model's pick")]
     assert 1 <= len(picks) <= 2 and agent.warm.index(picks[0]) > 0
     off = SearchAgent(campaigns.load("gemm-sweep", ["agent.search.cost_model=false"]).entry(c.suite[4]))
-    off.bind(None, 1, HopperGemmHarness(one), {"gpu": "NVIDIA H200", "cc": "9.0", "sms": 132})
+    off.bind(None, 1, registry.make_harness(one), {"gpu": "NVIDIA H200", "cc": "9.0", "sms": 132})
     assert off.learned is None and not any(w[2].startswith("The cost model's pick") for w in off.warm)

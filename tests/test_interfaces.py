@@ -63,19 +63,21 @@ class Lt(Bare):
 
 
 def test_a_baseline_that_changes_the_objective_picks_its_subclass():
-    """Made from a campaign whose `harness.baseline` a subclass stands for, the harness is that subclass, and
-    so is a recorded run's class read from its configuration; any other baseline keeps the class. Unpickled,
-    or made without a campaign, it is the class asked for."""
+    """The registry's factory makes a campaign's harness as its settings choose it: the subclass that stands
+    for its `harness.baseline`, else the class; a recorded run's class is read from its configuration the
+    same way. No class is swapped behind a constructor: a class made directly is the class asked for."""
     import pickle
 
     lt, gemmex = campaigns.load("hopper-gemm", ["harness.baseline=best_lt"]), campaigns.load("hopper-gemm")
-    assert type(Bare(lt)) is Lt and type(Bare(campaign=lt)) is Lt and type(Bare(gemmex)) is Bare
-    assert type(Bare()) is Bare and type(pickle.loads(pickle.dumps(Lt()))) is Lt
     assert Bare.for_config(lt.model_dump(mode="json")) is Lt and Bare.for_config({"harness": None}) is Bare
-    hopper = registry.harness("hopper_gemm")
-    made = hopper(lt)
+    assert Bare.for_config(gemmex.model_dump(mode="json")) is Bare
+    assert type(Bare(lt)) is Bare and type(pickle.loads(pickle.dumps(Lt()))) is Lt
+    made = registry.make_harness(lt)
     assert type(made).for_baseline == "best_lt" and made.objective.name == "× best Lt"
-    assert type(hopper(gemmex)) is hopper
+    assert type(registry.make_harness(gemmex)) is registry.harness("hopper_gemm")
+    assert registry.harness_for(lt.model_dump(mode="json")) is type(made)
+    assert registry.harness_for(campaigns.load("softmax", ["harness.baseline=compile"]).model_dump(mode="json")).for_baseline \
+        == "compile"
 
 
 def test_no_profiler_is_declared_not_probed(tmp_path):

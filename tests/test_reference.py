@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autodiscovery import campaign as campaigns
+from autodiscovery import registry
 from autodiscovery.cli import app
 from harnesses.reference import manifest, problem
 from harnesses.reference.worker import roofline
@@ -199,7 +200,7 @@ def test_the_objective_is_the_baseline_the_campaign_chose(tmp_path):
 
     path = campaign_file(tmp_path, write(tmp_path))
     eager = ReferenceHarness(campaigns.load(str(path)))
-    compiled = ReferenceHarness(campaigns.load(str(path), ["harness.baseline=compile"]))
+    compiled = registry.make_harness(campaigns.load(str(path), ["harness.baseline=compile"]))
     assert eager.objective.name == "× eager" and compiled.objective.name == "× compile"
     assert [c.label for c in compiled.columns][:1] == ["× eager"]
     config = campaigns.load(str(path), ["harness.baseline=compile"]).model_dump(mode="json")

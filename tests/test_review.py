@@ -524,9 +524,10 @@ def test_a_run_against_the_best_lt_algorithm_names_it(tmp_path):
     objective is `× best Lt`, below it is below that algorithm, and cublasGemmEx is the column beside it;
     the default campaign's is `× cuBLAS`, with the best Lt algorithm beside it."""
     from autodiscovery import campaign as campaigns
+    from autodiscovery import registry
     from harnesses.hopper_gemm import HopperGemmHarness
 
-    lt = HopperGemmHarness(campaigns.load("llama70b-qwen72b-gemm"))
+    lt = registry.make_harness(campaigns.load("llama70b-qwen72b-gemm"))
     ex = HopperGemmHarness(campaigns.load("hopper-gemm"))
     assert (lt.objective.name, lt.objective.reference_name) == ("× best Lt", "the best cuBLASLt algorithm")
     assert (ex.objective.name, ex.objective.reference_name) == ("× cuBLAS", "cuBLAS")

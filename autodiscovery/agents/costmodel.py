@@ -131,7 +131,7 @@ class Fits:
 
         if lesson.shape not in self._harness:
             at = self.campaign.entry(SuiteEntry(label="lesson", problem=dict(lesson.sizes)), "a lesson's shape")
-            h = registry.harness(at.harness.name)(at)
+            h = registry.make_harness(at)
             h.adopt(lesson.fingerprint)
             self._harness[lesson.shape] = h
         try:

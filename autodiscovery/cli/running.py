@@ -226,7 +226,7 @@ def measure(
 ) -> None:
     """Gate and measure one kernel file as its campaign's harness does (nothing is recorded)."""
     loaded = campaigns.load(campaign, list(set_ or []))
-    harness = registry.harness(loaded.harness.name)(loaded)
+    harness = registry.make_harness(loaded)
     outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat, harness=harness)
     objective = harness.objective
     console.print(display.measure_table(str(kernel), outcomes, harness))

@@ -69,7 +69,7 @@ def check_file(kernel: str | Path, campaign: Campaign, harness: HarnessBase | No
 
 def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBase | None = None) -> KernelCheck:
     """Every step a candidate's source goes through before a GPU sees it, against `campaign`."""
-    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    harness = harness or registry.make_harness(campaign)
     report = KernelCheck(label, campaign.name)
     name = Path(label).name
     try:

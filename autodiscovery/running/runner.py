@@ -41,7 +41,7 @@ def prepare(campaign: Campaign, harness: HarnessBase | None = None) -> tuple[Har
     (the evaluations on Ray, say), and its agent."""
     from autodiscovery.running import executors
 
-    made = harness or registry.harness(campaign.harness.name)(campaign)
+    made = harness or registry.make_harness(campaign)
     agent = registry.agent(campaign.agent.kind)(campaign)
     return made, executors.wrap(made, campaign.executor), agent
 
@@ -197,7 +197,7 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     if not path.is_file():
         raise AutoDiscoveryError(f"kernel file not found: {kernel}")
     campaign = load(name_or_path, overrides)
-    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    harness = harness or registry.make_harness(campaign)
     source = path.read_text()
     checked = check_source(source, kernel, campaign, harness)  # what needs no GPU, before the GPU is asked for
     if not checked.ok:
@@ -229,7 +229,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
                 raise AutoDiscoveryError(f"run {at.run} has no candidate #{at.seq}")
             candidate_id, source = c.id, c.source
         campaign = recorded.campaign
-    harness = harness or registry.harness(campaign.harness.name)(campaign)
+    harness = harness or registry.make_harness(campaign)
     if not harness.profiles:
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
@@ -296,7 +296,7 @@ def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: St
     out = []
     for M, N, K in parsed:
         campaign = load(name_or_path, [*overrides, f"problem.M={M}", f"problem.N={N}", f"problem.K={K}"])
-        h = harness or registry.harness(campaign.harness.name)(campaign)
+        h = harness or registry.make_harness(campaign)
         fingerprint = h.preflight()  # per shape: a baseline chosen for the shape is chosen again
         run_id, rungs = Ladder(campaign, store, h, workers(h), progress).climb(fingerprint, per_family, families)
         out.append((campaign, run_id, rungs, h))

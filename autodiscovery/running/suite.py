@@ -83,7 +83,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
     from autodiscovery import registry
     from autodiscovery.running import runner
 
-    make_harness = make_harness or (lambda c: registry.harness(c.harness.name)(c))
+    make_harness = make_harness or registry.make_harness
 
     with store.session() as s:
         run = row(s, Run, parent_id)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
-from autodiscovery import ROOT, AutoDiscoveryError
+from autodiscovery import ROOT, AutoDiscoveryError, registry
 from autodiscovery.campaign import SEEDS, Campaign
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
@@ -108,7 +108,7 @@ class ReferenceHarness(HarnessBase):
     @staticmethod
     def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
         def probe() -> str:
-            fp = ReferenceHarness(campaign).preflight()
+            fp = registry.make_harness(campaign).preflight()
             return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
         settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
