@@ -7,7 +7,7 @@ import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError, field_validator, model_validator
@@ -68,6 +68,17 @@ class AgentSettings(BaseModel):
         """The settings of `agent` (a class): its section, or its defaults where the campaign has none."""
         section = (self.model_extra or {}).get(section_of(agent))
         return section if section is not None else agent.Settings()
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(value: object, model: type[Model]) -> Model:
+    """A section of a loaded campaign as the model that validated it (a harness's `Settings`, an agent's):
+    what the loading checked, said to the type checker; a section of another model is a bug of ours."""
+    if not isinstance(value, model):
+        raise TypeError(f"a campaign section validated as {type(value).__name__}, not {model.__name__}")
+    return value
 
 
 def section_of(agent: type[AgentBase]) -> str:

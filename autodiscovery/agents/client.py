@@ -239,6 +239,7 @@ class LlmClient:
         start = time.perf_counter()
         try:
             resp = self.client.chat.completions.create(
+                # cast: the SDK types each message as a union of TypedDicts; ours are plain dicts with their keys
                 model=model.name, messages=cast(Any, messages), **self.options(model, self.settings.max_tokens, heat))
         except openai.APIError as exc:
             call.latency_ms = (time.perf_counter() - start) * 1000

@@ -25,7 +25,7 @@ from autodiscovery.agents.prompting import (
     tokens,
     trim,
 )
-from autodiscovery.campaign import Campaign
+from autodiscovery.campaign import Campaign, validated
 from autodiscovery.interfaces import AgentBase, Briefing, Harness, History, Proposal
 from autodiscovery.store import LlmCall, Store
 
@@ -39,12 +39,12 @@ class LlmAgent(AgentBase):
 
     @classmethod
     def check(cls, settings: BaseModel) -> None:
-        if not cast(LlmSettings, settings).models:
+        if not validated(settings, LlmSettings).models:
             raise ValueError("models: the llm agent needs at least one model (or --model NAME)")
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
-        self.settings = cast(LlmSettings, campaign.agent.of(LlmAgent))  # validated by LlmSettings at the load
+        self.settings = validated(campaign.agent.of(LlmAgent), LlmSettings)
         self.batch = self.settings.batch or 2
         self.overlap = self.settings.overlap
         self.env = environment()
@@ -99,7 +99,7 @@ class LlmAgent(AgentBase):
 
     def messages(self, history: History, draw: Draw, reserve: int = 0) -> list[dict]:
         """The opening request of a proposal, fitted (with `reserve` tokens to spare) to the context."""
-        # every harness the registry makes is a HarnessBase, which briefs as well as it measures
+        # cast: every harness the registry makes is a HarnessBase, which briefs as well as it measures
         return messages(self.settings, self.fingerprint, cast(Briefing, self._bound()), history, draw, reserve)
 
     def _one(self, history: History, draw: Draw, model: LlmModel) -> Proposal:

@@ -24,14 +24,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import random
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from autodiscovery import registry
 from autodiscovery.agents import tpe, warm
 from autodiscovery.agents.search_settings import SearchSettings
 from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
 from autodiscovery.agents.space import Family, Space
-from autodiscovery.campaign import Campaign
+from autodiscovery.campaign import Campaign, validated
 from autodiscovery.interfaces import AgentBase, Harness, History, Proposal, Record
 from autodiscovery.store import CandidateStatus, Store
 from autodiscovery.toolkit.text import canon
@@ -66,7 +66,7 @@ class SearchAgent(AgentBase):
     speculate = True  # a proposal is a computation on the history, nothing more
 
     def __init__(self, campaign: Campaign) -> None:
-        s = cast(SearchSettings, campaign.agent.of(SearchAgent))  # validated by SearchSettings at the load
+        s = validated(campaign.agent.of(SearchAgent), SearchSettings)
         self.batch_setting = s.batch
         self.batch = s.batch or 4
         self.space = Space(s.space) if s.space else _own_space(campaign)

@@ -8,7 +8,7 @@ import re
 import signal
 import statistics
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 
@@ -89,7 +89,8 @@ def run(
     given = db
     fresh = _new_file(db)
     st = store(db, create=True)
-    with _kept_only_if_used(st, fresh, started := cast(list[int], [])):
+    started: list[int] = []  # the run's id, once it is recorded
+    with _kept_only_if_used(st, fresh, started):
         _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started, given)
 
 

@@ -34,7 +34,7 @@ CPU)."""
 
 def wrap(harness: HarnessBase, settings: ExecutorSettings) -> Harness:
     """The harness as the loop should use it under these executor settings."""
-    # RayHarness is a proxy: what it does not do itself is the harness's own (`__getattr__`).
+    # cast: RayHarness is a proxy, what it does not do itself is the harness's own (`__getattr__`)
     return harness if settings.kind == "local" else cast("Harness", RayHarness(harness, settings))
 
 

@@ -66,6 +66,7 @@ def claim(s: Session, run: Run, me: str) -> None:
         raise LeaseError(f"run {run.id} is being driven by process {rest.split(':')[0]} on {host} (last "
                          f"heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M:%S} UTC); wait for it or stop it first")
     taken = update(Run).where(Run.id == run.id, Run.owner.is_(None) if held is None else Run.owner == held)
+    # cast: an UPDATE's result is a CursorResult (its rowcount); SQLAlchemy types execute() as Result
     won = cast(CursorResult, s.execute(taken.values(owner=me, heartbeat_at=utcnow())))
     if won.rowcount != 1:
         raise LeaseError(f"run {run.id} was taken by another process just now")

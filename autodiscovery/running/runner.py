@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import (
@@ -16,6 +15,7 @@ from autodiscovery.campaign import (
     apply_override,
     load,
     validate,
+    validated,
 )
 from autodiscovery.interfaces import AgentBase, Harness, HarnessBase, Outcome, Proposal
 from autodiscovery.running.check import CheckFailed, check_source
@@ -267,7 +267,7 @@ def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), 
     harness = harness or recorded.harness(campaign)
     harness.adopt(recorded.fingerprint)  # what the run found of the machine and the problem
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
-    llm = cast(LlmSettings, campaign.agent.of(LlmAgent))  # validated by LlmSettings at the load
+    llm = validated(campaign.agent.of(LlmAgent), LlmSettings)
     programs = Programs.of(history, near=llm.near_miss)
     target = next(r for r in history.records if r.seq == seq)
     entry = next((e for e in programs.entries if e.record.seq == seq), Entry(target, "chosen by hand"))

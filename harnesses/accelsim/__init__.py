@@ -16,10 +16,10 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from autodiscovery import ROOT, AutoDiscoveryError
-from autodiscovery.campaign import Campaign
+from autodiscovery.campaign import Campaign, validated
 from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
@@ -106,8 +106,8 @@ class AccelsimHarness(HarnessBase):
     charts = staticmethod(report.charts)
 
     def __init__(self, campaign: Campaign) -> None:
-        self.s = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
-        self.problem = cast(Problem, campaign.problem)
+        self.s = validated(campaign.harness, Settings)
+        self.problem = validated(campaign.problem, Problem)
         self.cache = BuildCache(self._path(self.s.cache_dir), "program")
         self.work = self._path(self.s.work_dir)
         self._results: dict[str, Outcome] = {}
@@ -317,7 +317,7 @@ class AccelsimHarness(HarnessBase):
         """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
         mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart); in PTX mode, once those are found,
         whether the simulator runs a small WMMA GEMM right (`wmma_check`)."""
-        settings = cast(Settings, campaign.harness)  # doctor is asked of this harness's campaigns
+        settings = validated(campaign.harness, Settings)
         mode = {"accel-sim.out (trace mode)"} if settings.traces else {"GPGPU-Sim", "GPGPU-Sim libcudart"}
         needed = mode | {"CUDA 11 nvcc", "base gpgpusim.config"}
         survey = tools.survey(settings)

@@ -16,7 +16,7 @@ import functools
 import os
 import shutil
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import jinja2
 import yaml
@@ -24,7 +24,7 @@ import yaml
 from autodiscovery import ROOT
 from autodiscovery.agents import tpe
 from autodiscovery.agents.space import Family
-from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign
+from autodiscovery.campaign import SEARCH_SPACES, SEEDS, Campaign, validated
 from autodiscovery.interfaces import AgentBase, History, Proposal, Record
 from autodiscovery.toolkit.text import canon
 from harnesses.accelsim import tools
@@ -75,14 +75,14 @@ class CodesignAgent(ModelPicks, AgentBase):
     exhausted_reason = "all phases done (A baseline, B kernel, C model check, D architecture, E cross)"
 
     def __init__(self, campaign: Campaign) -> None:
-        s = cast(CodesignSettings, campaign.agent.of(CodesignAgent))  # validated by it at the load
+        s = validated(campaign.agent.of(CodesignAgent), CodesignSettings)
         data = yaml.safe_load((SEARCH_SPACES / s.space / "space.yaml").read_text())
         self.kernel = Family.model_validate(data["kernel"])
         self.arch = Family.model_validate({"name": "arch", "rung": 0, "summary": "architecture", "template": "-",
                                            "default": Architecture().model_dump(), **data["arch"]})
         self.templates = SEEDS / s.space
         self.phases, self.seed = s.phases, s.seed
-        p = cast(Problem, campaign.problem)  # the GEMM's M, N and K, as every co-design problem has them
+        p = validated(campaign.problem, Problem)  # the GEMM's M, N and K, as every co-design problem has them
         self.shape = {"M": p.M, "N": p.N, "K": p.K}
         h = campaign.harness if isinstance(campaign.harness, Settings) else Settings()  # another harness: defaults
         self.batch = h.parallel or os.cpu_count() or 1

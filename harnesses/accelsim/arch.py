@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, cast
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -26,14 +26,13 @@ class Architecture(BaseModel):
     default is that option's value in the platform model (`platform.STOCK`): the stock part."""
 
     model_config = ConfigDict(extra="forbid")
-    scheduler: Literal["lrr", "gto", "two_level_active"] = cast(Literal["lrr", "gto", "two_level_active"],
-                                                                _STOCK["-gpgpu_scheduler"])
+    scheduler: Literal["lrr", "gto", "two_level_active"] = Field(_STOCK["-gpgpu_scheduler"], validate_default=True)
     """Warp scheduler (-gpgpu_scheduler)."""
     dram_latency: int = Field(int(_STOCK["-dram_latency"]), ge=1, le=2000)
     """DRAM latency in cycles (-dram_latency)."""
     l2_rop_latency: int = Field(int(_STOCK["-gpgpu_l2_rop_latency"]), ge=1, le=2000)
     """L2 raster-op queue latency (-gpgpu_l2_rop_latency)."""
-    shmem_banks: Literal[16, 32, 64] = cast(Literal[16, 32, 64], int(_STOCK["-gpgpu_shmem_num_banks"]))
+    shmem_banks: Literal[16, 32, 64] = Field(int(_STOCK["-gpgpu_shmem_num_banks"]), validate_default=True)
     """Shared-memory banks per SM (-gpgpu_shmem_num_banks)."""
     tensor_latency: int = Field(int(_STOCK["-ptx_opcode_latency_tesnor"]), ge=1, le=512)
     """Tensor-core instruction latency (-ptx_opcode_latency_tesnor, the simulator's spelling)."""

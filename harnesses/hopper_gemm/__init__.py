@@ -9,10 +9,9 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 from autodiscovery import ROOT
-from autodiscovery.campaign import Campaign
+from autodiscovery.campaign import Campaign, validated
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox
@@ -52,8 +51,8 @@ class HopperGemmHarness(HarnessBase):
     objective = _objective("gemmex")
 
     def __init__(self, campaign: Campaign) -> None:
-        self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
-        self.problem = cast(Problem, campaign.problem)
+        self.settings = validated(campaign.harness, Settings)
+        self.problem = validated(campaign.problem, Problem)
         cache = Path(self.settings.cache_dir)
         self.builder = Builder(cache if cache.is_absolute() else ROOT / cache, self.settings.nvcc,
                                self.settings.nvcc_flags, self.settings.arch)
@@ -188,7 +187,7 @@ class HopperGemmHarness(HarnessBase):
             fp = cls(campaign).preflight()
             return f"{fp['gpu']} (cc {fp['cc']}, {fp['sms']} SMs)"
 
-        settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        settings = validated(campaign.harness, Settings)
         return toolkit_nvcc.doctor(settings.nvcc, "Hopper GPU (sm_90a)", probe, settings.sanitize)
 
     # ---- static checks and builds -----------------------------------------------------------

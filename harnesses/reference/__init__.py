@@ -15,10 +15,9 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 from autodiscovery import ROOT, AutoDiscoveryError, registry
-from autodiscovery.campaign import SEEDS, Campaign
+from autodiscovery.campaign import SEEDS, Campaign, validated
 from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox, triton_rule
@@ -56,8 +55,8 @@ class ReferenceHarness(HarnessBase):
     charts = staticmethod(report.charts)
 
     def __init__(self, campaign: Campaign) -> None:
-        self.settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
-        self.problem = cast(Problem, campaign.problem)
+        self.settings = validated(campaign.harness, Settings)
+        self.problem = validated(campaign.problem, Problem)
         self.static = problem.read(self.problem.file, self.problem.sizes)
         self.facts: dict = {"sizes": self.static.sizes, "input_names": self.static.inputs}
         """What the problem is: its sizes and input names from its text, then everything the probe found."""
@@ -111,7 +110,7 @@ class ReferenceHarness(HarnessBase):
             fp = registry.make_harness(campaign).preflight()
             return f"{fp['gpu']}, PyTorch {fp['torch']}"
 
-        settings = cast(Settings, campaign.harness)  # validated by Settings when the campaign loaded
+        settings = validated(campaign.harness, Settings)
         rows = toolkit_nvcc.doctor(settings.nvcc, "GPU (the problem probed on it)", probe, settings.sanitize)
         return [*rows[:-1], ("PyTorch", _torch(), "pip install torch (a build for this machine's CUDA): the "
                              "problem's module is the reference every candidate is checked against", True), rows[-1]]
