@@ -53,3 +53,22 @@ class EvalKind(enum.StrEnum):
 class Verdict(enum.StrEnum):
     keep = "keep"
     revert = "revert"
+
+
+class ToolStatus(enum.StrEnum):
+    """What one of compute-sanitizer's tools made of a candidate (`toolkit/sanitize.py`)."""
+
+    clean = "clean"  # ran to its end and found nothing in the candidate's kernels
+    findings = "findings"  # found something (what it found before it ran out of time counts too)
+    timeout = "timeout"  # ran out of time before it found anything
+    failed = "failed"  # did not check: it or the child failed without a finding
+
+
+class Sanitized(enum.StrEnum):
+    """Whether a kept candidate ran under compute-sanitizer, and what that found (`export`); a sanitizer
+    run that did not end either way is said by its evaluation's status (timeout, crashed)."""
+
+    clean = "clean"
+    findings = "findings"
+    never = "never"  # kept where no sanitizer ran, or before the harness had one
+

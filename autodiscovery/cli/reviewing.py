@@ -30,6 +30,7 @@ from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
 from autodiscovery.running import runner
 from autodiscovery.running.recorded import parse
+from autodiscovery.status import Sanitized
 from autodiscovery.store import EvalKind, EvalStatus, RunStatus
 
 
@@ -238,7 +239,8 @@ def export(run_ids: Annotated[list[int], typer.Argument(
     write(out, source)
     write(out.with_suffix(out.suffix + ".json"), json.dumps(meta, indent=2, default=str))
     state = meta["sanitized"]["state"]
-    note = {"clean": "sanitized: clean", "never": "never sanitized: no compute-sanitizer run is recorded for it"}
+    note = {Sanitized.clean: "sanitized: clean",
+            Sanitized.never: "never sanitized: no compute-sanitizer run is recorded for it"}
     say(f"wrote {out} (#{meta['seq']}, {meta['score_text']}; {note.get(state, 'sanitize: ' + state)}) and {out}.json")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING
 
-from autodiscovery.status import EvalStatus
+from autodiscovery.status import EvalKind, EvalStatus
 
 if TYPE_CHECKING:
     from autodiscovery.interfaces import Objective, Showing
@@ -45,7 +45,7 @@ def evaluation_line(e: dict, objective: Objective, width: int) -> str:
     parts = [e["kind"], e["status"]]
     m = e.get("metrics") or {}
     score = objective.read(m) if e["status"] == EvalStatus.ok else None
-    if e["kind"] == "head_to_head" and isinstance(r := m.get("ratio"), dict) and "median" in r:
+    if e["kind"] == EvalKind.head_to_head and isinstance(r := m.get("ratio"), dict) and "median" in r:
         parts.append(f"{r['median']:.3f}× the incumbent ({r.get('ci_low', 0):.3f}–{r.get('ci_high', 0):.3f})")
     elif isinstance(score, (int, float)):
         bounds = objective.bounds(m)

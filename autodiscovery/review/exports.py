@@ -8,6 +8,7 @@ import statistics
 from autodiscovery.interfaces import columns
 from autodiscovery.objective import Objective
 from autodiscovery.review.report import NotFound, _metrics, _run, candidate_row, harness_of, tally
+from autodiscovery.status import Sanitized
 from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run, Store, Verdict
 
 
@@ -28,9 +29,10 @@ def sanitized(cand: Candidate) -> dict:
     evs = [e for e in cand.evaluations
            if e.kind == EvalKind.sanitize and e.status not in (EvalStatus.running, EvalStatus.interrupted)]
     if not evs:
-        return {"state": "never"}
+        return {"state": Sanitized.never}
     last = evs[-1]
-    state = {str(EvalStatus.ok): "clean", str(EvalStatus.incorrect): "findings"}.get(str(last.status), str(last.status))
+    status = EvalStatus(last.status)
+    state = {EvalStatus.ok: Sanitized.clean, EvalStatus.incorrect: Sanitized.findings}.get(status, status)
     return {"state": state, "tools": (last.metrics or {}).get("tools", {}),
             "findings": (last.metrics or {}).get("findings", [])}
 
@@ -142,7 +144,7 @@ def library(store: Store, run_ids: list[int], folder) -> dict:
             raise NotFound(f"{which} no kept kernel to export")
     assert harness is not None  # items came from a run, whose harness was read with them
     table = harness.export_library(items, folder)
-    never = [f"{i['label']} (run {i['run']} #{i['seq']})" for i in items if i["sanitized"]["state"] != "clean"]
+    never = [f"{i['label']} (run {i['run']} #{i['seq']})" for i in items if i["sanitized"]["state"] != Sanitized.clean]
     if never and isinstance(table, dict) and "summary" in table:
         table["summary"] += (f"; {len(never)} of {len(items)} never sanitized clean before they were kept: "
                              + ", ".join(never[:6]) + (", ..." if len(never) > 6 else ""))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autodiscovery.interfaces import Outcome
-from autodiscovery.status import EvalStatus
+from autodiscovery.status import EvalStatus, ToolStatus
 from autodiscovery.toolkit.child import read_result
 from autodiscovery.toolkit.proc import run_child
 from autodiscovery.toolkit.text import first_line, tail
@@ -138,16 +138,16 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
         child = _result(argv[-1].replace("{tool}", tool))
         summary = any(marker in fin.output for marker in ("ERROR SUMMARY", "RACECHECK SUMMARY"))
         if mine:  # what a tool found before it ran out of time is found all the same
-            status = "findings"
+            status = ToolStatus.findings
         elif fin.timed_out:
-            status = "timeout"
+            status = ToolStatus.timeout
         elif fin.returncode not in (0, EXIT_ON_ERROR) or not summary or child.get("status") != EvalStatus.ok:
-            status = "failed"
+            status = ToolStatus.failed
             failed.append(f"{tool}: " + (f"the child said {child.get('status')}: {first_line(child.get('log', ''))}"
                                          if child.get("status") not in (None, EvalStatus.ok) else
                                          f"exit code {fin.returncode}, {'no summary' if not summary else 'no result'}"))
         else:
-            status = "clean"
+            status = ToolStatus.clean
         tools_out[tool] = {"status": status, "errors": len(mine), "seconds": round(fin.seconds, 2)}
         if fin.timed_out:
             tools_out[tool]["timed_out"] = True
@@ -158,7 +158,7 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
         head = "; ".join(dict.fromkeys(f.line() for f in findings))
         return Outcome(EvalStatus.incorrect, metrics, f"compute-sanitizer found {len(findings)} error(s): {head}\n\n"
                        + "\n".join(logs), seconds)
-    late = [t for t, v in tools_out.items() if v["status"] == "timeout"]
+    late = [t for t, v in tools_out.items() if v["status"] == ToolStatus.timeout]
     if late:
         return Outcome(EvalStatus.timeout, metrics, f"compute-sanitizer's {', '.join(late)} did not finish in "
                        f"{timeout_s:g} s\n\n" + "\n".join(logs), seconds)
