@@ -137,7 +137,7 @@ def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
 
 # ---- models -------------------------------------------------------------------------------------
 
-def _default(field, value: Any) -> str:
+def _default(field: Any, value: Any) -> str:
     if isinstance(value, BaseModel):
         return "its section"
     if value is not PydanticUndefined:
@@ -250,7 +250,7 @@ def _nested_models(model: type[BaseModel]) -> list[type[BaseModel]]:
 
 # ---- the CLI ------------------------------------------------------------------------------------
 
-def _param_row(param, hints: dict[str, Any]) -> str:
+def _param_row(param: Any, hints: dict[str, Any]) -> str:
     names = " / ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
     if getattr(param, "is_flag", False):
         kind, default = "flag", "on" if param.default else "off"
@@ -307,7 +307,7 @@ def _cli_type(tp: Any) -> str:
     return CLI_TYPES.get(tp, type_name(tp))
 
 
-def _hints(callback) -> dict[str, Any]:
+def _hints(callback: Any) -> dict[str, Any]:
     if callback is None:
         return {}
     fn = inspect.unwrap(callback)

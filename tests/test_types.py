@@ -15,6 +15,7 @@ def test_ci_checks_types_and_lint_before_the_tests_with_nothing_left_uncounted()
     a module's, nor the bodies of functions written without annotations."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert set(config["files"]) == {"autodiscovery", "harnesses"} and config.get("check_untyped_defs") is True
+    assert config.get("disallow_untyped_defs") is True  # every function states its types
     silenced = [o["module"] for o in config.get("overrides", []) if o.get("ignore_errors")]
     assert not silenced, f"[tool.mypy] leaves findings uncounted in {silenced}"
     steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()

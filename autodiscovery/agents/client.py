@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -171,8 +172,8 @@ class LlmClient:
                            f"(it serves: {', '.join(sorted(served)[:10])})")
         for model in {m.name: m for m in self.settings.models}.values():
             try:
-                self._reaching(lambda model=model: self.client.chat.completions.create(
-                    model=model.name, messages=[{"role": "user", "content": PING}], **self.options(model, 16)))
+                self._reaching(functools.partial(self.client.chat.completions.create, model=model.name,
+                                                 messages=[{"role": "user", "content": PING}], **self.options(model, 16)))
             except LlmError as exc:
                 raise LlmError(f"{model.name}: {exc}") from None
             except openai.NotFoundError as exc:
@@ -184,7 +185,7 @@ class LlmClient:
                         stop=stop_after_attempt(self.settings.retries + 1),
                         wait=wait_exponential(multiplier=self.backoff_s, max=60))
 
-    def _reaching(self, request):
+    def _reaching(self, request: Callable[[], Any]) -> Any:
         """Run one preflight request with the request path's retries, turning what still fails (an
         unreachable endpoint, a refused key, an error status) into a one-line LlmError."""
         attempts = f"after {self.settings.retries + 1} attempts"
@@ -263,6 +264,6 @@ class LlmClient:
             ids.append(call_id)
 
 
-def _why(exc: Exception, redact=lambda text: text) -> str:
+def _why(exc: Exception, redact: Callable[[str], str] = lambda text: text) -> str:
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return " ".join(redact(str(text)).split())[:300]

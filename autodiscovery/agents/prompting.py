@@ -9,6 +9,7 @@ import functools
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import jinja2
 
@@ -185,7 +186,7 @@ def tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def _encoding():
+def _encoding() -> Any:
     """Looked up once a process: fitting a prompt counts it again after every cut. Without tiktoken, or
     without its tables (fetched from the network on first use), tokens are estimated, and a warning says
     why once."""

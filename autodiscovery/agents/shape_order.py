@@ -94,7 +94,7 @@ class ShapeOrder:
         return moved, (f"{f.describe()}, whose tiles read {gb:.3g} GB of operands from L2 where {here.describe()} "
                        f"read {here.l2_gb:.3g} GB, at an estimate no slower.")
 
-    def fit(self, fam: Family, knobs: dict[str, Any]):
+    def fit(self, fam: Family, knobs: dict[str, Any]) -> Any:
         """The harness's fit of this configuration at the run's shape (kept: a walk asks for the same ones)."""
         if self.harness is None or not fam.shape_knobs or not fam.template:
             return None

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -143,7 +144,7 @@ class Family(BaseModel):
             named = _NAMED[key] = frozenset(k for k in self.knobs if k in self._code(text).co_names)
         return named
 
-    def _all(self):
+    def _all(self) -> CodeType:
         exprs = tuple(c.expr for c in self.constraints)
         code = _ALL.get(exprs)
         if code is None:
@@ -153,7 +154,7 @@ class Family(BaseModel):
         return code
 
     @staticmethod
-    def _code(text: str):
+    def _code(text: str) -> CodeType:
         code = _CODE.get(text)
         if code is None:
             code = _CODE[text] = compiled(text)
@@ -176,7 +177,7 @@ class Family(BaseModel):
             named = [i for i, k in enumerate(keys) if k in code.co_names]
             (at[max(named)] if named else first).append((code, c.expr))
 
-        def holds(checks, names) -> bool:
+        def holds(checks: list[tuple[CodeType, str]], names: dict[str, Any]) -> bool:
             try:
                 return all(run(code, text, names) for code, text in checks)
             except ExprError:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -42,10 +43,10 @@ def store(db: str | None = None, create: bool = False, read_only: bool = False) 
     return opened
 
 
-def friendly(fn):
+def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
     """One line on stderr and a non-zero exit for the errors a user can act on; never a traceback."""
     @wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except AutoDiscoveryError as exc:
@@ -104,5 +105,5 @@ def say(text: str) -> None:
     console.print(text, soft_wrap=True, highlight=False)
 
 
-def emit_json(data) -> None:
+def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

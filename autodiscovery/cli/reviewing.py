@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -138,7 +138,7 @@ def lineage(run_id: Annotated[int, typer.Argument(help="Run id.")],
     _lineage(display.lineage_table(run_id, rows, report.harness_class(st, run_id), hint(f"show {run_id}/SEQ", given)))
 
 
-def _lineage(parts) -> None:
+def _lineage(parts: tuple[Any, str, Any]) -> None:
     table, heading, hypotheses = parts
     console.print(table)
     say(heading)  # it names a command: whole on its line

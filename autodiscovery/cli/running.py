@@ -7,8 +7,9 @@ import json
 import re
 import signal
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,7 +31,7 @@ from autodiscovery.cli.common import (
 from autodiscovery.review import display, exports, live, report
 from autodiscovery.running import runner, suite
 from autodiscovery.running.loop import Stop
-from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus
+from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus, Store
 from autodiscovery.toolkit.text import plural
 
 
@@ -94,12 +95,13 @@ def run(
         _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started, given)
 
 
-def _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started,
-         given) -> None:
+def _run(loaded: campaigns.Campaign | None, campaign: str | None, overrides: list[str], resume: int | None,
+         from_: str | None, quiet: bool, dry_run: bool, allow_new_toolchain: bool, st: Store, started: list[int],
+         given: str | None) -> None:
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
     stop = Stop()
 
-    def on_interrupt(signum, frame):  # the first Ctrl-C asks for a safe stop, the second stops at once
+    def on_interrupt(signum: int, frame: Any) -> None:  # the first Ctrl-C asks for a safe stop, the second stops at once
         if stop.requested:
             raise KeyboardInterrupt
         stop.request()
@@ -146,7 +148,7 @@ def _new_file(db: str | None) -> Path | None:
 
 
 @contextlib.contextmanager
-def _kept_only_if_used(st, fresh: Path | None, started: list[int]):
+def _kept_only_if_used(st: Store, fresh: Path | None, started: list[int]) -> Iterator[None]:
     """A database this command created is removed again where the command fails before it records a run
     (a driver check, a campaign's harness refusing the machine): a failed start leaves no empty file."""
     try:
@@ -162,7 +164,7 @@ def _kept_only_if_used(st, fresh: Path | None, started: list[int]):
         raise
 
 
-def _built(db, run_id: int, given: str | None) -> str:
+def _built(db: Store, run_id: int, given: str | None) -> str:
     """What a dry run made of its candidates: how many built, how many refused and where to read why."""
     from collections import Counter
 
@@ -176,7 +178,7 @@ def _built(db, run_id: int, given: str | None) -> str:
 
 
 @contextlib.contextmanager
-def _saved(started: list[int], what: str, previous, given: str | None = None):
+def _saved(started: list[int], what: str, previous: Any, given: str | None = None) -> Iterator[None]:
     """Around a run or a suite: an interrupt or an error says how to continue what was saved; the
     previous Ctrl-C handler comes back."""
     try:
@@ -194,14 +196,16 @@ def _saved(started: list[int], what: str, previous, given: str | None = None):
         signal.signal(signal.SIGINT, previous)
 
 
-def _suite(loaded, resume, overrides, db, stop, started, quiet, dry_run, allow_new_toolchain, previous,
-           given=None) -> None:
+def _suite(loaded: campaigns.Campaign | None, resume: int | None, overrides: list[str], db: Store, stop: Stop,
+           started: list[int], quiet: bool, dry_run: bool, allow_new_toolchain: bool, previous: Any,
+           given: str | None = None) -> None:
     """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
     with _saved(started, "suite", previous, given), console.status("suite") if quiet else contextlib.nullcontext() as status:
         progress = (lambda msg: status.update(f"suite: tuning {msg}")) if status is not None else \
             (lambda msg: say(f"suite: {msg}"))
         if resume is None:
+            assert loaded is not None  # a new suite's campaign is loaded before anything is opened (`run`)
             run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
         else:
             run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)

@@ -8,7 +8,7 @@ import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
@@ -52,7 +52,7 @@ class Figures:
             plt.close(fig)
 
 
-def pyplot():
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -63,12 +63,12 @@ def pyplot():
     return plt
 
 
-def legend(ax, **kwargs) -> None:
+def legend(ax: Any, **kwargs: Any) -> None:
     """A legend of the series that have something drawn: an empty series gets no entry, and an axes with
     none gets no legend."""
     from matplotlib.container import Container
 
-    def drawn(handle) -> bool:
+    def drawn(handle: Any) -> bool:
         if isinstance(handle, Container):
             return len(handle) > 0
         if hasattr(handle, "get_offsets"):  # scatter
@@ -82,7 +82,7 @@ def legend(ax, **kwargs) -> None:
         ax.legend([h for h, _ in shown], [label for _, label in shown], **kwargs)
 
 
-def bar_label(ax, x: float, top: float, text: str, baseline: float | None, per_point: float) -> None:
+def bar_label(ax: Any, x: float, top: float, text: str, baseline: float | None, per_point: float) -> None:
     """A bar's label just above its top, or inside the bar where the baseline's line would run through
     the label (`per_point`: data units a point)."""
     size = 7

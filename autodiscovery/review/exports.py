@@ -4,6 +4,7 @@ dispatch table, and the tuned kernels as a library (`export --library`)."""
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 from autodiscovery.interfaces import columns
 from autodiscovery.objective import Objective
@@ -111,7 +112,7 @@ def summary(rows: list[dict], objective: Objective) -> dict:
             "first_at_median_s": statistics.median(firsts) if firsts else None, "reached": len(firsts)}
 
 
-def library(store: Store, run_ids: list[int], folder) -> dict:
+def library(store: Store, run_ids: list[int], folder: Path) -> dict:
     """The best kernel of each run, or of each problem of a suite, written as a library by their harness;
     from several runs or suites, the better of a shape tuned in more than one."""
     from autodiscovery.campaign import validate

@@ -16,6 +16,7 @@ import re
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -224,7 +225,7 @@ def _time_html(when: datetime | str) -> Markup:
                                                            t.strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
-def _times_shown(value):
+def _times_shown(value: Any) -> Any:
     """A fingerprint or configuration with the times it records (keys `at`, `…_at`) as `… UTC`."""
     if isinstance(value, dict):
         return {k: _utc(v).strftime("%Y-%m-%d %H:%M:%S UTC") if (k == "at" or k.endswith("_at")) and _is_time(v)
@@ -234,7 +235,7 @@ def _times_shown(value):
     return value
 
 
-def _is_time(value) -> bool:
+def _is_time(value: Any) -> bool:
     if isinstance(value, datetime):
         return True
     try:

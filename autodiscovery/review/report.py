@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import statistics
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -149,7 +150,7 @@ def summary_text(harness: type[Showing], row: dict) -> str:
     return ", ".join([row["score_text"], *extra])
 
 
-def tally(statuses) -> dict[str, int]:
+def tally(statuses: Iterable[str]) -> dict[str, int]:
     """How many candidates were evaluated (every one processed, refusals included: what the budget
     counts) and how many were left proposed (recorded, not yet evaluated when the run stopped)."""
     statuses = list(statuses)

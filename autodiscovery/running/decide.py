@@ -78,10 +78,12 @@ def sanitized(out: Outcome | None) -> str | None:
     return f"sanitize {out.status}: {first_line(out.log)}"
 
 
-def decisive_gain(objective, score: float, incumbent: float, factor: float | None) -> float | None:
+def decisive_gain(objective: Objective, score: float, incumbent: float, factor: float | None) -> float | None:
     """How many times better `score` is than the incumbent's where that is at least `factor` (so far
     beyond the noise between two measurements that no head-to-head could reverse it); else None."""
-    gain = objective.times(score, incumbent) if factor is not None else None
+    if factor is None:
+        return None
+    gain = objective.times(score, incumbent)
     return gain if gain is not None and gain >= factor else None
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent
+from autodiscovery.agents.space import Family
 from autodiscovery.campaign import Campaign
 from autodiscovery.interfaces import HarnessBase, History, Proposal, Record
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
@@ -77,7 +78,7 @@ class Ladder:
         self.ledger.close(RunStatus.finished, f"ladder over {plural(len(rungs), 'family', 'families')}", None)
         return self.ledger.run_id, rungs
 
-    def _family(self, fam, per_family: int) -> Rung:
+    def _family(self, fam: Family, per_family: int) -> Rung:
         records: list[Record] = []
         sources: dict[str, tuple[Candidate, Proposal, BuildReport | None]] = {}
         tried: set = set()

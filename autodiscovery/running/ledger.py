@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
@@ -82,11 +83,14 @@ def record_of(cand: Candidate, objective: Objective, seq_of: dict[int, int] | No
                   profile=dict(profiles[-1].metrics["profile"]) if profiles else {})
 
 
-def writes(method):
+T = TypeVar("T")
+
+
+def writes(method: Callable[..., T]) -> Callable[..., T]:
     """A ledger method that writes: the history it keeps is read again afterwards (and is not kept from
     a read made while the write was under way)."""
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> T:
         self._writes += 1
         self._history = None
         try:

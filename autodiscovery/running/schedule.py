@@ -36,6 +36,7 @@ import dataclasses
 import enum
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.interfaces import Agent, History, Proposal
@@ -268,7 +269,7 @@ class Scheduler:
             build = self.now.built[cand.id]
             self.now.measuring[cand.id] = devices.submit(self._measure, cand, build)
 
-    def _measure(self, cand, build: Future):
+    def _measure(self, cand: Candidate, build: Future) -> Any:
         return self.life.measure(cand, build.result())
 
     def _settle(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets as random_tokens
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -61,7 +62,7 @@ class Pages:
         response.headers.update(HEADERS | {"Content-Security-Policy": CSP.format(nonce=nonce or "none")})
         return response
 
-    def page(self, template: str, code: int = 200, **context) -> Response:
+    def page(self, template: str, code: int = 200, **context: Any) -> Response:
         nonce = random_tokens.token_urlsafe(16)
         body = self.env.get_template(template).render(nonce=nonce, href=href, url=url, **context)
         return self.respond(body, code, nonce)
@@ -181,10 +182,10 @@ class HostCheck:
     """Answers 400 to a request whose Host is not one of `hosts` (port aside, IPv6 in brackets): a page
     of another site that rebinds its name to 127.0.0.1 cannot read this server."""
 
-    def __init__(self, app, hosts: tuple[str, ...]) -> None:
+    def __init__(self, app: Any, hosts: tuple[str, ...]) -> None:
         self.app, self.hosts = app, set(hosts)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             if _name(dict(scope["headers"]).get(b"host", b"").decode("latin-1")).lower() not in self.hosts:
                 await Response("Invalid host header", status_code=400, media_type="text/plain")(scope, receive, send)
@@ -204,7 +205,7 @@ def href(run_id: int, seq: int | None = None) -> str:
     return f"/runs/{run_id}" if seq is None else f"/runs/{run_id}/candidates/{seq}"
 
 
-def url(path: str, **query) -> str:
+def url(path: str, **query: Any) -> str:
     """A path with its query (the parameters that are not None)."""
     given = {k: v for k, v in query.items() if v is not None}
     return f"{path}?{urlencode(given)}" if given else path
@@ -235,7 +236,7 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
-def _bounded(handler):
+def _bounded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
     """A route taking ids from its path: one past what the database holds is not found (a 404), never an
     overflow in the database's driver."""
     def route(request: Request) -> Response:

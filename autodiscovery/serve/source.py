@@ -3,6 +3,8 @@ words."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from markupsafe import Markup
 from pygments import highlight as pygmentize
 from pygments.formatters import HtmlFormatter
@@ -12,7 +14,7 @@ MAX_HIGHLIGHTED = 400_000
 """Characters past which a source is shown plain (escaped), not highlighted: a page stays quick."""
 
 
-def _lexer(source: str):
+def _lexer(source: str) -> Any:
     """CUDA for kernels (every shipped harness's), Python for Python (a toy harness's), else plain."""
     head = source.lstrip()[:2000]
     if "__global__" in source or "#include" in head or head.startswith(("/*", "//")):

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, or_, select
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import Session, selectinload
 
 from autodiscovery.campaign import Budget, StopRules
 from autodiscovery.review import pool as pooling
@@ -57,7 +57,7 @@ class Pager:
         return (self.number - 1) * self.size
 
 
-def _run(s, run_id: int) -> Run:
+def _run(s: Session, run_id: int) -> Run:
     run = Run.find(s, run_id)
     if run is None:
         raise NotFound(f"no run {run_id} in this database")

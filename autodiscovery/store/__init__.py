@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, inspect, text
@@ -79,7 +80,7 @@ def why(exc: DatabaseError) -> str:
     return text
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     import sqlite3
     import time
 
@@ -127,7 +128,7 @@ def reader_uri(path: Path) -> str:
     return f"{name}?mode=ro&immutable=1"
 
 
-def _sqlite_read_only(dbapi_conn, _record) -> None:
+def _sqlite_read_only(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")  # a writer's checkpoint may hold a lock briefly
     cur.execute("PRAGMA query_only=ON")

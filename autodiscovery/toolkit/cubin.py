@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 STT_FUNC, STB_GLOBAL, STO_CUDA_ENTRY = 2, 1, 0x10
 EIFMT_SVAL, EIATTR_KPARAM_INFO = 0x04, 0x17
@@ -59,7 +60,7 @@ def kernels(path: str | Path) -> dict[str, list[int]]:
     return found
 
 
-def _params(data: bytes, section) -> list[int]:
+def _params(data: bytes, section: Any) -> list[int]:
     """The parameter sizes of one kernel, by ordinal, from its .nv.info section's records."""
     if section is None:
         return []

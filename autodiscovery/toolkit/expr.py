@@ -6,6 +6,7 @@ import ast
 import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
+from types import CodeType
 from typing import Any
 
 from autodiscovery import AutoDiscoveryError
@@ -102,7 +103,7 @@ _ALLOWED = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast
             ast.Load, ast.And, ast.Or, ast.Not, ast.USub, *BINARY, *COMPARE)
 
 
-def compiled(text: str):
+def compiled(text: str) -> CodeType:
     """`text` as Python bytecode, for the project's own constraints, evaluated once per configuration of
     a space (hundreds of thousands): the same grammar as `evaluate`, checked once. Candidates' manifests
     go through `evaluate`, which also bounds powers."""
@@ -119,7 +120,7 @@ def compiled(text: str):
     return compile(tree, f"<{text}>", "eval")
 
 
-def run(code, text: str, names: Mapping[str, int | str]) -> int | bool:
+def run(code: CodeType, text: str, names: Mapping[str, int | str]) -> int | bool:
     """Evaluate what `compiled` made."""
     try:
         return eval(code, _GLOBALS, names if type(names) is dict else dict(names))

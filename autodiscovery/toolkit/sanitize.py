@@ -21,7 +21,7 @@ from pathlib import Path
 from autodiscovery.interfaces import Outcome
 from autodiscovery.status import EvalStatus, ToolStatus
 from autodiscovery.toolkit.child import read_result
-from autodiscovery.toolkit.proc import run_child
+from autodiscovery.toolkit.proc import Finished, run_child
 from autodiscovery.toolkit.text import first_line, tail
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
@@ -123,7 +123,7 @@ def run(exe: str, argv: list[str], cwd: str | Path, env: dict[str, str], kernels
     did not check is no clean bill)."""
     env = env | {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
-    def one(tool: str):
+    def one(tool: str) -> tuple[str, Finished]:
         cmd = command(exe, tool, kernels, [a.replace("{tool}", tool) for a in argv])
         return tool, run_child(cmd, cwd, env, timeout_s, grace_s=30)
 

@@ -16,11 +16,11 @@ import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome, Section
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
@@ -39,6 +39,9 @@ from harnesses.accelsim.arch import (
 from harnesses.accelsim.platform import STOCK
 from harnesses.accelsim.settings import Settings
 from harnesses.hopper_gemm.settings import Problem
+
+if TYPE_CHECKING:
+    from autodiscovery.store import Store
 
 
 class SimulatorMissing(AutoDiscoveryError):
@@ -294,7 +297,7 @@ class AccelsimHarness(HarnessBase):
         with ThreadPoolExecutor(self.parallel) as pool:
             return list(pool.map(lambda it: assess(self, *it), items))
 
-    def head_to_head(self, challenger, incumbent) -> Outcome:
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         """Simulations are deterministic: compare the recorded cycles (simulating again if needed)."""
         a, b = (self._results.get(hashlib.sha256(src.encode()).hexdigest()) or self.evaluate(src, bld)
                 for src, bld in (challenger, incumbent))
@@ -305,15 +308,15 @@ class AccelsimHarness(HarnessBase):
 
     # ---- what the CLI shows of a co-design run ----------------------------------------------------
     @staticmethod
-    def summary_data(store, run_id: int) -> dict | None:
+    def summary_data(store: Store, run_id: int) -> dict | None:
         return report.phases(store, run_id)
 
     @staticmethod
-    def summary(run_id: int, data: dict):
+    def summary(run_id: int, data: dict) -> list[Section]:
         return report.phases_table(run_id, data)
 
     @staticmethod
-    def doctor(campaign) -> list[tuple[str, str | None, str, bool]]:
+    def doctor(campaign: Campaign) -> list[tuple[str, str | None, str, bool]]:
         """Each tool, where it was found, what to do if not, and whether this campaign needs it (trace
         mode needs Accel-Sim, PTX mode GPGPU-Sim and its libcudart); in PTX mode, once those are found,
         whether the simulator runs a small WMMA GEMM right (`wmma_check`)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
 def combinations(singles: list[tuple[str, Any, float]], reference: float, top: int,
-                 fits=lambda changes: True) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
+                 fits: Callable[[list[tuple[str, Any]]], bool] = lambda changes: True,
+                 ) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
     """Phase D's combined points from its single changes (knob, value, cycles) against the reference
     (the best kernel on the stock architecture): the pairs among the `top` best changes, one value a
     knob, the most promising pair (the largest sum of savings) first; then all of them together, the
@@ -260,7 +262,8 @@ class CodesignAgent(ModelPicks, AgentBase):
                 picks.append(r.knobs[part])
         return picks[:k] if k > 1 else (picks[0] if picks else None)
 
-    def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int, pair, done) -> list[Proposal]:
+    def _tpe(self, phase: str, fam: Family, history: list[tuple[dict, Record]], n: int,
+             pair: Callable[[dict], tuple[dict, dict]], done: set[tuple[str, str]]) -> list[Proposal]:
         study, dists = tpe.study(fam.knobs, [(knobs, r.score) for knobs, r in history], self.seed + len(history),
                                  self.objective.higher_is_better)
         key = lambda knobs: str(self.key(*pair(knobs)))  # noqa: E731  (the same work: one point, one result)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Entry, HarnessBase, History, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
@@ -172,7 +172,7 @@ class HopperGemmHarness(HarnessBase):
     def brief(self, fingerprint: dict) -> str:
         return report.brief(self.prompt_facts(fingerprint)).rstrip("\n")
 
-    def hardware(self, fingerprint: dict, history) -> str:
+    def hardware(self, fingerprint: dict, history: History) -> str:
         inc = history.incumbent
         fitted = self.fit(inc.source) if inc is not None and inc.source else None
         return report.hardware(self.prompt_facts(fingerprint), history,
@@ -306,7 +306,7 @@ class HopperGemmHarness(HarnessBase):
         return out
 
     def _measure(self, mode: str, kernels: dict[str, tuple[str, BuildReport]], prefix: Sequence[str] = (),
-                 **extra) -> Outcome:
+                 **extra: object) -> Outcome:
         specs = {}
         for name, (source, build) in kernels.items():
             if not build.ok or not build.artifact:

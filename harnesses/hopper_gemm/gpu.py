@@ -9,8 +9,10 @@ corrupts the context costs the child alone.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import cupy as cp
 import numpy as np
@@ -30,7 +32,7 @@ class LaunchRefused(Exception):
     """The declared launch is beyond what this device (or this kernel's resources) allows."""
 
 
-def check(result):
+def check(result: Any) -> Any:
     """Unwrap a cuda-python (err, *values) tuple, raising CudaError with the error's name."""
     err, *rest = result if isinstance(result, tuple) else (result,)
     if err != cu.CUresult.CUDA_SUCCESS:
@@ -99,7 +101,7 @@ class Kernel:
     """A candidate's cubin loaded through the driver API, launched as its manifest says."""
 
     def __init__(self, cubin: str | Path, launch: dict, stream: cp.cuda.Stream, info: DeviceInfo | None = None,
-                 workspace=None) -> None:
+                 workspace: Callable[..., cp.ndarray] | None = None) -> None:
         self.launch = launch
         self.stream = cu.CUstream(stream.ptr)
         self.module = check(cu.cuModuleLoad(str(cubin).encode()))
@@ -252,7 +254,8 @@ def device_info() -> DeviceInfo:
 CLUSTER_SIZES = (2, 4, 8)
 
 
-def launch_config(grid, block, smem: int, cluster, stream=None, pdl: bool = False) -> cu.CUlaunchConfig:
+def launch_config(grid: Sequence[int], block: Sequence[int], smem: int, cluster: Sequence[int], stream: cu.CUstream | None = None,
+                  pdl: bool = False) -> cu.CUlaunchConfig:
     """A driver launch configuration with its cluster shape (where it has more than one block) and, with
     `pdl`, as a programmatic dependent launch (its blocks may start before the previous kernel in
     the stream has finished; they wait for it at griddepcontrol.wait)."""

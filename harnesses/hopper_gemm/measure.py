@@ -155,7 +155,7 @@ class Bench:
             self.helpers.fill(z, self._seed_of(name, k), 0, flip=False)
         return view.view(cp.uint8)[:nbytes]
 
-    def _seed_of(self, key, k: int) -> int:
+    def _seed_of(self, key: str, k: int) -> int:
         return (hash((key, k, self.zone_seed.get(key, 0))) & (2**62 - 1)) | 1
 
     def _gemmex(self) -> Cublas:
@@ -386,7 +386,7 @@ class Bench:
         run = self.launchers(kernels)
         launched = dict.fromkeys(names, 0)
 
-        def sample(k: int, n: int, phase: str, est: float | None = None):
+        def sample(k: int, n: int, phase: str, est: float | None = None) -> tuple[cp.cuda.Event, cp.cuda.Event]:
             name = names[k]
             events = self.sample(name, run[name], n, kernels[name] is not None, phase, launched[name], est)
             launched[name] += n
@@ -419,7 +419,7 @@ class Bench:
             if time.perf_counter() >= warm_until:
                 break
         reps = timing.reps
-        events = [[None] * len(names) for _ in range(reps)]
+        events: list[list[tuple[cp.cuda.Event, cp.cuda.Event] | None]] = [[None] * len(names) for _ in range(reps)]
 
         def read(rows: list) -> np.ndarray:
             self.stream.synchronize()

@@ -5,13 +5,17 @@ agent is told of the task and the machine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from autodiscovery.interfaces import Chart, Column, Section
+
+if TYPE_CHECKING:
+    from autodiscovery.interfaces import History
 
 
 def _tflops(m: dict, _b: dict) -> float | None:
@@ -23,7 +27,7 @@ def _pct_peak(m: dict, b: dict) -> float | None:
     return 100 * t / peak if t and peak else None
 
 
-def _versus(kind: str):
+def _versus(kind: str) -> Callable[[dict, dict], float | None]:
     """× the other cuBLAS (timed in the same rotation), where the objective is not already that one."""
     return lambda m, b: m["vs"][kind]["median"] if m.get("baseline", "gemmex") != kind else None
 
@@ -76,11 +80,11 @@ UNPROBED: dict[str, Any] = {"gpu": "NVIDIA H100 or H200 (not probed)", "cc": "9.
 """What a prompt says of the GPU when the run's fingerprint has no device (a dry run without one)."""
 
 
-def _f(v, spec: str) -> str:
+def _f(v: float | None, spec: str) -> str:
     return "–" if v is None else format(v, spec)
 
 
-def profile_rows(profile: dict, rows=PROFILE_ROWS) -> list[tuple[str, str, str]]:
+def profile_rows(profile: dict, rows: list[tuple[str, str, str]] = PROFILE_ROWS) -> list[tuple[str, str, str]]:
     """(metric, the candidate, the baseline) for each figure either has, then each kernel's top stall
     reasons."""
     cand, base = profile.get("candidate") or {}, profile.get("baseline") or {}
@@ -130,7 +134,7 @@ def machine(fingerprint: dict) -> dict:
             "toolchain": ", ".join(toolchain) or "not probed"}
 
 
-def cublas_tflops(history) -> str:
+def cublas_tflops(history: History) -> str:
     """The baseline's TFLOP/s as the run measured it (the median over the measurements)."""
     figures = sorted(t / r.score for r in history.records if r.score and (t := _tflops(r.metrics, {})))
     return f"{figures[len(figures) // 2]:.0f}" if figures else ""
@@ -140,7 +144,7 @@ def brief(facts: dict) -> str:
     return _prompts().get_template("brief.j2").render(**facts)
 
 
-def hardware(facts: dict, history, fit: str = "") -> str:
+def hardware(facts: dict, history: History, fit: str = "") -> str:
     return _prompts().get_template("hardware.j2").render(**facts, cublas_tflops=cublas_tflops(history), fit=fit)
 
 

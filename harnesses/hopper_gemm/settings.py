@@ -115,7 +115,7 @@ class Settings(HarnessSettings):
 
     @field_validator("gpus", mode="before")
     @classmethod
-    def _gpus_form(cls, v):
+    def _gpus_form(cls, v: object) -> object:
         ok = v is None or v == "all" or (isinstance(v, int) and not isinstance(v, bool)) or (
             isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v))
         if not ok:
@@ -124,7 +124,7 @@ class Settings(HarnessSettings):
 
     @field_validator("gpus")
     @classmethod
-    def _gpus(cls, v):
+    def _gpus(cls, v: Literal["all"] | int | list[int] | None) -> Literal["all"] | int | list[int] | None:
         if isinstance(v, int) and not isinstance(v, bool) and v < 1:
             raise ValueError("a count of GPUs is at least 1")
         if isinstance(v, list) and (not v or len(set(v)) != len(v) or min(v) < 0):

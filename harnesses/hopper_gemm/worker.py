@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import os
 import time
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child
+
+if TYPE_CHECKING:
+    from harnesses.hopper_gemm.gpu import Kernel
+    from harnesses.hopper_gemm.measure import Bench
+    from harnesses.hopper_gemm.screen import Precise
+    from harnesses.hopper_gemm.verdict import Tolerance
 
 T0 = time.perf_counter()
 
@@ -219,7 +225,7 @@ def benchmark(job: dict) -> dict:
     return {"status": EvalStatus.ok, "metrics": metrics, "log": ""}
 
 
-def precise(settings: dict):
+def precise(settings: dict) -> Precise:
     """Timing until the noise is known (`screen.Precise`), as the campaign's harness settings ask."""
     from harnesses.hopper_gemm.screen import Precise
 
@@ -279,7 +285,7 @@ def replay(job: dict) -> dict:
     return {"status": EvalStatus.ok, "metrics": {"device": info.name, "steps": steps}, "log": ""}
 
 
-def errors(bench, kernel, name: str, per_dist: int, tolerance) -> dict[str, list[dict]]:
+def errors(bench: Bench, kernel: Kernel, name: str, per_dist: int, tolerance: Tolerance) -> dict[str, list[dict]]:
     """Gate-like launches of a kernel that never stop at a failure: results by distribution."""
     from harnesses.hopper_gemm.measure import DISTRIBUTIONS, Draw
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError, registry
 from autodiscovery.campaign import SEEDS, Campaign, validated
-from autodiscovery.interfaces import Entry, HarnessBase, Objective, Outcome
+from autodiscovery.interfaces import Entry, HarnessBase, History, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox, triton_rule
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
@@ -117,7 +117,7 @@ class ReferenceHarness(HarnessBase):
 
     # ---- static checks and builds -----------------------------------------------------------
     @staticmethod
-    def manifest(source: str):
+    def manifest(source: str) -> manifest.Manifest | manifest.TritonManifest:
         return manifest.parse(source)  # the module's: a method's body does not see the class's names
 
     def entries(self, plan: dict) -> list[Entry]:
@@ -223,7 +223,7 @@ class ReferenceHarness(HarnessBase):
     def evaluate(self, source: str, build: BuildReport, bar: float | None = None) -> Outcome:
         return self._measure("benchmark", {"candidate": (source, build)})
 
-    def head_to_head(self, challenger, incumbent) -> Outcome:
+    def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         return self._measure("head_to_head", {"challenger": challenger, "incumbent": incumbent})
 
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
@@ -321,7 +321,7 @@ class ReferenceHarness(HarnessBase):
     def brief(self, fingerprint: dict) -> str:
         return report.brief(self, fingerprint)
 
-    def hardware(self, fingerprint: dict, history) -> str:
+    def hardware(self, fingerprint: dict, history: History) -> str:
         return report.hardware(self, fingerprint, history)
 
 

@@ -14,8 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from harnesses.reference.launch import POISON, _bits
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Incorrect(Exception):
@@ -75,7 +80,7 @@ def accept(e: Errors, tol: float, multiple: float = TRUTH_MULTIPLE) -> tuple[boo
                    f"{far_bound:.3g}; PyTorch's largest {e.far_torch:.3g})")
 
 
-def _distance(torch, o, r, finite) -> tuple[float, float, float, float]:
+def _distance(torch: ModuleType, o: torch.Tensor, r: torch.Tensor, finite: torch.Tensor) -> tuple[float, float, float, float]:
     """Σ(o − r)², Σr², max|o − r| and max|r| over the elements where `finite`, in float64."""
     rf = torch.where(finite, r, torch.zeros_like(r)).double()
     d = torch.where(finite, o, torch.zeros_like(o)).double() - rf
@@ -89,8 +94,8 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den > 0 else (0.0 if num == 0 else math.inf)
 
 
-def compare(torch, name: str, out, ref, tolerance: dict, dist: str, worst: dict, truth=None,
-            multiple: float = TRUTH_MULTIPLE) -> Errors | None:
+def compare(torch: ModuleType, name: str, out: torch.Tensor, ref: torch.Tensor, tolerance: dict, dist: str, worst: dict,
+            truth: torch.Tensor | None = None, multiple: float = TRUTH_MULTIPLE) -> Errors | None:
     """One output against the reference's (and the truth's, where given): no element unwritten, integers
     equal, non-finite values where the reference has them, floats as `accept` rules. Returns the errors
     (None for an integer output); raises Incorrect with both errors where the output fails."""

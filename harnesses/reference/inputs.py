@@ -6,7 +6,11 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 DISTRIBUTIONS = ("own", "normal", "uniform", "wide", "offset", "ties")
 """The problem's own (its sample's range and moments), normal, uniform, wide exponents, a large offset, ties."""
@@ -17,7 +21,7 @@ class ProblemFailure(Exception):
 
 
 
-def input_names(forward, n: int) -> list[str]:
+def input_names(forward: Callable[..., Any], n: int) -> list[str]:
     """The names of a module's `n` inputs: `forward`'s parameters, else input0, input1, ..."""
     try:
         ps = list(inspect.signature(forward).parameters.values())
@@ -87,7 +91,7 @@ class Problem:
     def _names(self, n: int) -> list[str]:
         return input_names(self.model.forward, n)
 
-    def _stats(self, x) -> dict:
+    def _stats(self, x: torch.Tensor) -> dict:
         torch = self.torch
         kind = "float" if x.is_floating_point() else "bool" if x.dtype == torch.bool else "int"
         out: dict[str, Any] = {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch."), "kind": kind}
@@ -97,12 +101,12 @@ class Problem:
                     "std": float(v.std()) if x.numel() > 1 else 0.0}
         return out
 
-    def forward(self, tensors: list):
+    def forward(self, tensors: list) -> list:
         with self.torch.no_grad():
             out = self.model(*tensors)
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
-    def fill(self, x, spec: dict, dist: str, gen) -> None:
+    def fill(self, x: torch.Tensor, spec: dict, dist: str, gen: torch.Generator) -> None:
         """Draw fresh content into input `x` (in place) from `dist`, in its shape and dtype."""
         torch = self.torch
         if spec["kind"] == "bool":

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from autodiscovery.toolkit import guard
 
 if TYPE_CHECKING:
+    import torch
+
     from harnesses.reference.inputs import Problem
 
 POISON = {8: 0x7FF5A5A5A5A5A5A5, 4: 0x7FA5A5A5, 2: 0x7FA5, 1: 0xA5}
@@ -26,7 +29,7 @@ class Refused(Exception):
     """A launch this device cannot run, or a manifest the reference does not match."""
 
 
-def _check(result):
+def _check(result: Any) -> Any:
     from cuda.bindings import driver as cu
 
     err, *rest = result if isinstance(result, tuple) else (result,)
@@ -40,7 +43,7 @@ class Arena:
     """Named tensors in one allocation, each between guard zones; `arm` fills the zones with a pattern
     drawn afresh, `breaches` says which zones no longer hold it."""
 
-    def __init__(self, torch, specs: list[tuple[str, list[int], object]]) -> None:
+    def __init__(self, torch: ModuleType, specs: list[tuple[str, list[int], object]]) -> None:
         self.torch = torch
         sizes = [(name, math.prod(shape) * torch.empty((), dtype=dtype).element_size()) for name, shape, dtype in specs]
         total, self.slots = guard.layout(sizes)
@@ -51,7 +54,7 @@ class Arena:
         self.index = torch.cat(spans) if spans else torch.empty(0, dtype=torch.int64, device="cuda")
         self.pattern = torch.empty(0, dtype=torch.uint8, device="cuda")
 
-    def arm(self, gen) -> None:
+    def arm(self, gen: torch.Generator) -> None:
         """A fresh pattern in every zone (bytes 1-255: a write of zeros always shows)."""
         self.pattern = self.torch.randint(1, 256, (self.index.numel(),), generator=gen, dtype=self.torch.uint8,
                                           device="cuda")
@@ -100,7 +103,7 @@ class Candidate:
         self.scratch = {s["name"]: made[s["name"]] for s in plan["scratch"]}
         self.tensors = dict(given) | made
 
-    def _limits(self, f, launch: dict, facts: dict) -> None:
+    def _limits(self, f: Any, launch: dict, facts: dict) -> None:
         cu = self.cu
         a = lambda n: _check(cu.cuFuncGetAttribute(getattr(cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{n}"), f))  # noqa: E731
         threads = math.prod(launch["block"])
@@ -121,7 +124,7 @@ class Candidate:
             _check(cu.cuFuncSetAttribute(f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          launch["smem"]))
 
-    def _pack(self, launch: dict):
+    def _pack(self, launch: dict) -> tuple[list[ctypes._SimpleCData], ctypes.Array[ctypes.c_void_p]]:
         storage: list[ctypes._SimpleCData] = []
         for kind, value in launch["args"]:
             if kind == "tensor":
@@ -133,7 +136,7 @@ class Candidate:
         ptrs = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(s) for s in storage])
         return storage, ptrs
 
-    def poison(self, gen=None) -> None:
+    def poison(self, gen: torch.Generator | None = None) -> None:
         """Outputs and scratch to the poison; with `gen`, the guard zones around them armed afresh."""
         for t in [*self.outputs, *self.scratch.values()]:
             _poison(self.torch, t)
@@ -201,9 +204,9 @@ def bind(problem: Problem, artifact: str, plan: dict, facts: dict, given: dict, 
     return kind(problem, artifact, plan, facts, given, guarded)
 
 
-def _poison(torch, t) -> None:
+def _poison(torch: ModuleType, t: torch.Tensor) -> None:
     _bits(torch, t).fill_(POISON[t.element_size()])
 
 
-def _bits(torch, t):
+def _bits(torch: ModuleType, t: torch.Tensor) -> torch.Tensor:
     return t.view({8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}[t.element_size()])

@@ -15,8 +15,12 @@ import importlib.util
 import json
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from autodiscovery import ROOT
+
+if TYPE_CHECKING:
+    import torch
 
 TIMEOUT_S = 120
 
@@ -42,7 +46,7 @@ def facts(path: str, sizes: dict[str, int], dtype: str | None) -> tuple[dict | N
     return out, ""
 
 
-def _describe(t) -> dict:
+def _describe(t: torch.Tensor) -> dict:
     return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
 
 

@@ -4,7 +4,12 @@ are judged against (the float64 truth, or PyTorch's own output and why)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _one
+
+if TYPE_CHECKING:
+    import torch
 
 FLOAT = ("float64", "float32", "float16", "bfloat16")
 
@@ -130,14 +135,14 @@ def truth_of(problem: Problem, spare: int) -> tuple[str, str]:
     return "float64", ""
 
 
-def to_float64(problem: Problem):
+def to_float64(problem: Problem) -> torch.nn.Module:
     """A copy of the module with its floating parameters and buffers in float64."""
     import copy
 
     return copy.deepcopy(problem.model).double()
 
 
-def truth_forward(problem: Problem, model64, tensors: list) -> list:
+def truth_forward(problem: Problem, model64: torch.nn.Module, tensors: list) -> list:
     torch = problem.torch
     with torch.no_grad():
         out = model64(*[t.double() if t.is_floating_point() else t for t in tensors])

@@ -4,6 +4,7 @@ problem (the reference's own source, its tensors, its roofline) and of the machi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ WIDE = frozenset({"live", "candidates", "lineage", "diff", "measure", "ladder", 
                   "prompt"})
 
 
-def _speedup(which: str):
+def _speedup(which: str) -> Callable[[dict, dict], float | None]:
     return lambda m, b: ((m.get("speedup") or {}).get(which) or {}).get("median")
 
 

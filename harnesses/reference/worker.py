@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child
@@ -36,6 +36,9 @@ from harnesses.reference.inputs import DISTRIBUTIONS, Problem, ProblemFailure, _
 from harnesses.reference.launch import POISON, Arena, Candidate, Refused, _bits, _poison, bind
 from harnesses.reference.probe import probe, to_float64, truth_forward
 from harnesses.reference.problem import PROBLEM_FAILED
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DISTRIBUTIONS", "POISON", "TOLERANCE_DEFAULT", "Incorrect", "Problem", "ProblemFailure", "Refused",
            "compare", "roofline", "_bits", "_poison"]
@@ -95,7 +98,7 @@ class Bench:
         self.poisoner = SmemPoison(job["helpers"], self.facts["smem_per_block"]) if job.get("helpers") else None
 
     # one launch, prepared as every launch is --------------------------------------------------
-    def draw(self, dist: str):
+    def draw(self, dist: str) -> torch.Tensor:
         """Fresh content in the inputs; returns the generator's state before the draw (on the host), from
         which the same content can be drawn again."""
         state = self.gen.get_state()
@@ -105,7 +108,7 @@ class Bench:
             self.arena.arm(self.gen)
         return state
 
-    def redraw(self, state, dist: str) -> list:
+    def redraw(self, state: torch.Tensor, dist: str) -> list:
         """The inputs of a draw made again into new tensors, allocated after the candidate ran: what the
         inputs must still hold, and what the reference computes on (no copy a kernel could rewrite)."""
         after = self.gen.get_state()
@@ -275,7 +278,7 @@ class SmemPoison:
         self.args = [ctypes.c_uint32(self.smem // 4)]
         self.ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(self.args[0]))
 
-    def __call__(self, stream) -> None:
+    def __call__(self, stream: Any) -> None:
         from harnesses.reference.launch import _check
 
         _check(self.cu.cuLaunchKernel(self.f, int(self.sms), 1, 1, 1024, 1, 1, self.smem, stream,

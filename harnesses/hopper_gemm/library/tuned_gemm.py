@@ -21,6 +21,8 @@ import ctypes
 import json
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 try:  # the CUDA driver's side: loading the cubins, tensor maps, launches
     from . import tuned_gemm_driver as _driver
@@ -64,7 +66,7 @@ class _View:
 
     __slots__ = ("ptr", "shape", "strides", "bf16", "dtype", "device", "cuda", "owner")
 
-    def __init__(self, x, stream: int | None, name: str) -> None:
+    def __init__(self, x: Any, stream: int | None, name: str) -> None:
         self.owner = x
         mod = type(x).__module__.split(".")[0]
         if mod == "torch":
@@ -92,7 +94,7 @@ class _View:
         self.dtype = f"{kind}{bits}" + (" (bf16 bits)" if self.bf16 and code == _DL_UINT else "")
 
 
-def _current_stream(x) -> int | None:
+def _current_stream(x: Any) -> int | None:
     mod = type(x).__module__.split(".")[0]
     if mod == "torch":
         import torch
@@ -131,7 +133,7 @@ def _check(a: _View, b: _View, c: _View | None) -> tuple[int, int, int]:
     return M, N, K
 
 
-def _cublas(A, B, out):
+def _cublas(A: Any, B: Any, out: Any) -> Any:
     """The framework's own matmul: cuBLAS."""
     mod = type(A).__module__.split(".")[0]
     if mod == "torch":
@@ -231,7 +233,7 @@ def _route(a: _View, b: _View, c: _View | None, shape: tuple) -> str:
     return ""
 
 
-def path(A, B, out=None) -> str:
+def path(A: Any, B: Any, out: Any = None) -> str:
     """Which implementation gemm(A, B, out) takes, and why: 'tuned: …' or 'cuBLAS: …'."""
     a, b = _View(A, None, "A"), _View(B, None, "B")
     c = _View(out, None, "out") if out is not None else None
@@ -248,7 +250,7 @@ _launchers: dict[tuple, Callable[[], None] | None] = {}
 devices, the stream): a launcher, or None for cuBLAS. A call like one made before skips the checks."""
 
 
-def gemm(A, B, out=None, stream: int | None = None):
+def gemm(A: Any, B: Any, out: Any = None, stream: int | None = None) -> Any:
     """C = A·Bᵀ (A: M×K, B: N×K, bf16, row-major): the tuned kernel for a tuned shape, else cuBLAS. With
     `out`, the result is written there (M×N bf16, row-major); `stream` (a CUDA stream handle) defaults
     to the framework's current stream."""
@@ -270,7 +272,7 @@ def gemm(A, B, out=None, stream: int | None = None):
     return out
 
 
-def _gemm_torch(torch, A, B, out, stream):
+def _gemm_torch(torch: ModuleType, A: Any, B: Any, out: Any, stream: int | None) -> Any:
     dev = A.get_device()
     if out is None and dev >= 0 and A.dim() == 2 and B.dim() == 2:
         out = torch.empty((A.shape[0], B.shape[0]), dtype=torch.bfloat16, device=A.device)
@@ -303,7 +305,7 @@ def _gemm_torch(torch, A, B, out, stream):
 _torch_module = None
 
 
-def _torch():
+def _torch() -> ModuleType | None:
     """PyTorch, if this process has imported it (a program that uses only CuPy never pays for it)."""
     global _torch_module
     if _torch_module is None:
@@ -313,7 +315,7 @@ def _torch():
     return _torch_module
 
 
-def _empty_like(A, M: int, N: int):
+def _empty_like(A: Any, M: int, N: int) -> Any:
     mod = type(A).__module__.split(".")[0]
     if mod == "torch":
         import torch

@@ -4,12 +4,15 @@ it, their tensor maps encoded and their launches (one ctypes call each once pack
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .tuned_gemm import _View
 
 
-def prod(xs) -> int:
+def prod(xs: Iterable[int]) -> int:
     n = 1
     for x in xs:
         n *= x
@@ -19,7 +22,7 @@ def prod(xs) -> int:
 class Device:
     """The tuned kernels loaded on one CUDA device (its primary context)."""
 
-    def __init__(self, index: int, kernels: dict, folder: Path, other_gpu) -> None:
+    def __init__(self, index: int, kernels: dict, folder: Path, other_gpu: Callable[[int, str, int], str]) -> None:
         """`kernels`: (M, N, K) -> the dispatch table's entry; `folder`: where its cubins lie; `other_gpu`:
         (index, name, SMs) -> why the kernels do not run on this GPU ('' where they do)."""
         from cuda.bindings import driver as cu
@@ -65,7 +68,7 @@ class Device:
             self.funcs[shape] = (module, kernel)
         return self.funcs[shape][1]
 
-    def launcher(self, shape: tuple, a, b, c, stream: int) -> Callable[[], None]:
+    def launcher(self, shape: tuple, a: _View, b: _View, c: Any, stream: int) -> Callable[[], None]:
         """A call with no arguments that launches the kernel of `shape` on these buffers and stream: its
         arguments (tensor maps included) packed once, the launch itself one ctypes call."""
         launch = self.kernels[shape]["launch"]
@@ -125,7 +128,7 @@ class Device:
         self.funcs.clear()
         return freed
 
-    def _params(self, launch: dict, shape: tuple, a, b, c, stream: int = 0) -> dict:
+    def _params(self, launch: dict, shape: tuple, a: _View, b: _View, c: Any, stream: int = 0) -> dict:
         cu = self.cu
         M, N, K = shape
         ptrs = {"A": a.ptr, "B": b.ptr, "C": c.ptr}
@@ -181,7 +184,7 @@ def _config(launch: dict, stream: int) -> _LaunchConfig:
     return cfg
 
 
-def _tensor_map(cu, spec: dict, ptr: int, rows: int, cols: int):
+def _tensor_map(cu: Any, spec: dict, ptr: int, rows: int, cols: int) -> Any:
     """A 2-D bf16 tiled tensor map over a row-major operand, as the run measured the kernel with."""
     swz = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}[spec["swizzle"]]
     l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2_promotion"]]
@@ -215,7 +218,7 @@ def _libcuda() -> ctypes.CDLL:
     return _lib
 
 
-def ok(result):
+def ok(result: Any) -> Any:
     err, *rest = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
         from cuda.bindings import driver as cu
