@@ -11,7 +11,7 @@ from replay import ReplayHarness  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
 from autodiscovery.agents.search import SearchAgent  # noqa: E402
-from autodiscovery.running.loop import Loop  # noqa: E402
+from autodiscovery.running.driver import Driver  # noqa: E402
 from autodiscovery.store import Store  # noqa: E402
 
 url, seed = sys.argv[1], int(sys.argv[2])
@@ -19,4 +19,4 @@ campaign = campaigns.load("hopper-gemm", ["budget.candidates=24", "stop.patience
                                           f"agent.search.seed={seed}", "agent.search.batch=2"])
 agent = SearchAgent(campaign)
 harness = ReplayHarness(agent.space, delay_s=0.01)
-print(Loop(campaign, Store(url), harness, agent, workers=2).start({"gpu": "Replayed NVIDIA H100"}))
+print(Driver(campaign, Store(url), harness, agent, workers=2).new_run({"gpu": "Replayed NVIDIA H100"}))

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from autodiscovery import campaign as campaigns  # noqa: E402
 from autodiscovery.agents.search import SearchAgent  # noqa: E402
-from autodiscovery.running.loop import Loop  # noqa: E402
+from autodiscovery.running.driver import Driver  # noqa: E402
 from autodiscovery.store import Run, Store  # noqa: E402
 
 # Every keep confirmed head to head (stop.decisive off), so that a cut can land in one.
@@ -57,10 +57,10 @@ def main() -> None:
     elif step == "slow":
         harness.delay_s = 0.05
     store = Store(db)
-    loop = Loop(campaign, store, harness, agent, workers=2)
+    loop = Driver(campaign, store, harness, agent, workers=2)
     with store.session() as s:
         exists = Run.find(s, 1) is not None
-    loop.drive(1) if exists else loop.start({"gpu": "Replayed NVIDIA H100", "sms": 132})
+    loop.drive(1) if exists else loop.new_run({"gpu": "Replayed NVIDIA H100", "sms": 132})
     print("finished")
 
 

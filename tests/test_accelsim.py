@@ -279,7 +279,7 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
     from typer.testing import CliRunner
 
     from autodiscovery.cli import app
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Decision, Store
 
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
@@ -287,7 +287,7 @@ def test_a_co_design_run_speaks_in_cycles(tmp_path):
                 for r in data["results"]}
     c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2"])
     db = tmp_path / "cycles.db"
-    Loop(c, Store(db), SimReplay(recorded=recorded), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    Driver(c, Store(db), SimReplay(recorded=recorded), offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
     chain = json.loads(CliRunner().invoke(app, ["lineage", "1", "--json", "--db", str(db)]).output)
     cycles = [r["score"] for r in chain]
     assert cycles[0] == 35422 and cycles == sorted(cycles, reverse=True) and len(set(cycles)) == len(cycles)

@@ -26,7 +26,7 @@ def recorded(tmp_path_factory):
     path = tmp_path_factory.mktemp("cli") / "cli.db"
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", "stop.target=5"])
     harness = ReplayHarness(SearchAgent(campaign).space)
-    runner.start("hopper-gemm", ["budget.candidates=6", "stop.target=5"], Store(path), harness=harness)
+    runner.run_campaign("hopper-gemm", ["budget.candidates=6", "stop.target=5"], Store(path), harness=harness)
     return path
 
 
@@ -189,7 +189,7 @@ def test_ctrl_c_stops_at_a_safe_point_then_at_once_and_names_the_resume(db, monk
         seen["asked"] = stop.requested  # the loop checks this before every candidate
         return 1
 
-    monkeypatch.setattr(runner, "start", start)
+    monkeypatch.setattr(runner, "run_campaign", start)
     before = signal.getsignal(signal.SIGINT)  # default, or ignored where the tests run in the background
     res = invoke("--db", db, "run", "--quiet")
     assert res.exit_code == 130

@@ -21,14 +21,14 @@ def test_phases_driven_by_recorded_results(tmp_path):
     from replay import SimReplay, offline_agent
 
     from autodiscovery.review import report
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2", PHASES_512])
     store = Store(tmp_path / "cd.db")
     harness = SimReplay()
-    loop = Loop(c, store, harness, offline_agent(c, tmp_path), workers=2)
-    run_id = loop.start({"gpu": "simulated"})
+    loop = Driver(c, store, harness, offline_agent(c, tmp_path), workers=2)
+    run_id = loop.new_run({"gpu": "simulated"})
     shown = report.show_run(store, run_id)
     phases_seen = [cand["knobs"]["phase"] for cand in shown["candidates"] if cand["status"] != "rejected"]
     assert phases_seen[0] == "A" and phases_seen == sorted(phases_seen)  # A, then B ... E in order
@@ -94,12 +94,12 @@ def test_report_prints_the_phase_table(tmp_path):
     from typer.testing import CliRunner
 
     from autodiscovery.cli import app
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 3, C: 1, D: 2, E_kernels: 1, E_archs: 1}"])
     db = tmp_path / "r.db"
-    Loop(c, Store(db), SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    Driver(c, Store(db), SimReplay(), offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
     res = CliRunner().invoke(app, ["report", "1", "--db", str(db)])
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.split())
@@ -113,7 +113,7 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
     from replay import SimReplay, offline_agent
 
     from autodiscovery.review import report
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Store
 
     data = json.loads((Path(__file__).parent / "data" / "edge_512_run.json").read_text())
@@ -122,7 +122,7 @@ def test_replaying_the_real_512_run_gives_its_phase_table(tmp_path):
     c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2", PHASES_512])
     store = Store(tmp_path / "real.db")
     harness = SimReplay(recorded=recorded)
-    Loop(c, store, harness, offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    Driver(c, store, harness, offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
     table = {r["phase"]: r["cycles"] for r in accelsim_report.phases(store, 1)["phases"]}
     # The baseline is the recorded one. (The recorded run's B, D and E were 28773, 26265 and 23977
     # cycles; TPE is now told the cycles of a point it draws again, as the search agent's is, so its
@@ -200,14 +200,14 @@ def test_a_power_budget_bounds_phase_d_and_the_report_draws_both_fronts(tmp_path
     the power budget, and the report's fronts are cycles against area and against power."""
     from replay import SimReplay, offline_agent
 
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Store
     from harnesses.accelsim.costs import estimate
 
     c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 2, C: 1, D: 8, E_kernels: 1, E_archs: 1}",
                                          "harness.arch.budget.area_pct=null", "harness.arch.budget.power_pct=4"])
     store = Store(tmp_path / "power.db")
-    Loop(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    Driver(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
     data = accelsim_report.phases(store, 1)
     assert all(p["power_pct"] <= 4 for p in data["pareto"]["points"])
     # +9% power for DRAM latency 100, +13.2% for twice the registers: listed, not simulated.
@@ -233,13 +233,13 @@ def test_a_model_check_run_simulates_every_pick_and_stops(tmp_path):
     from replay import SimReplay, offline_agent
 
     from autodiscovery.review import report
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
     from autodiscovery.store import Store
 
     c = campaigns.load("edge-codesign", [*AT_512, "agent.codesign.phases={B: 4, C: 4, D: 0, E_kernels: 1, E_archs: 1}",
                                          "agent.codesign.model_trust=1.01", "agent.codesign.shortlist=8"])
     store = Store(tmp_path / "check.db")
-    Loop(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).start({"gpu": "simulated"})
+    Driver(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
     shown = report.show_run(store, 1)
     phases = [x["knobs"]["phase"] for x in shown["candidates"]]
     assert phases == ["A"] + ["B"] * 4 + ["C"] * 4 and shown["status"] == "finished"

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from autodiscovery import AutoDiscoveryError
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
-from autodiscovery.running.loop import Loop, Stop
+from autodiscovery.running.driver import Driver, Stop
 from autodiscovery.store import Candidate, Decision, Evaluation, Run, Store, StoreError
 
 CHILD = Path(__file__).parent / "durable_child.py"
@@ -123,7 +123,7 @@ def test_time_already_spent_stays_spent(tmp_path):
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=40", "stop.target=5", f"budget.minutes={spent / 60:.6f}"])
     agent = SearchAgent(campaign)
     harness = ReplayHarness(agent.space)
-    Loop(campaign, Store(db), harness, agent).drive(1)
+    Driver(campaign, Store(db), harness, agent).drive(1)
     with Store(db).session() as s:
         run = s.get(Run, 1)
         assert "minutes" in run.stop_reason and harness.evaluated == []
@@ -132,13 +132,13 @@ def test_time_already_spent_stays_spent(tmp_path):
 def make(campaign, store, **kw):
     agent = SearchAgent(campaign)
     harness = ReplayHarness(agent.space, **kw)
-    return Loop(campaign, store, harness, agent, workers=2), harness
+    return Driver(campaign, store, harness, agent, workers=2), harness
 
 
 def test_minutes_stop_at_the_next_candidate_inside_a_batch(store):
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=40", "budget.minutes=0.01", "agent.search.batch=8"])
     loop, harness = make(campaign, store, delay_s=0.25)
-    loop.start({})
+    loop.new_run({})
     with store.session() as s:
         run = s.get(Run, 1)
         assert "minutes" in run.stop_reason
@@ -155,7 +155,7 @@ def test_a_stop_request_ends_the_run_between_two_candidates_and_resume_finishes_
     loop, harness = make(campaign, store)
     harness.hooks["evaluate"] = lambda n: stop.request() if n == 4 else None
     loop.stop = stop
-    loop.start({"gpu": "Replayed NVIDIA H100", "sms": 132})
+    loop.new_run({"gpu": "Replayed NVIDIA H100", "sms": 132})
     with store.session() as s:
         run = s.get(Run, 1)
         assert run.status == "interrupted" and "safe point" in run.stop_reason and run.owner is None
@@ -178,7 +178,7 @@ def test_rejected_for_the_manifest_is_never_built_and_counts(store):
             raise ManifestError("manifest: smem 300000 bytes exceeds the 232448-byte limit")
         return real_check(source)
     harness.check = check
-    loop.start({})
+    loop.new_run({})
     with store.session() as s:
         cands = s.get(Run, 1).candidates
         tiled = [c for c in cands if c.family == "tiled"]
@@ -201,7 +201,7 @@ def test_a_lost_gpu_stops_the_run_and_resume_redoes_the_cut_off_candidate(tmp_pa
             raise DeviceLost("the GPU stopped answering after a crashed evaluation: CUDA_ERROR_NO_DEVICE")
     harness.hooks["evaluate"] = lost
     with pytest.raises(DeviceLost):
-        loop.start({"gpu": "Replayed NVIDIA H100", "sms": 132})
+        loop.new_run({"gpu": "Replayed NVIDIA H100", "sms": 132})
     with store.session() as s:
         run = s.get(Run, 1)
         assert run.status == "interrupted" and run.owner is None
@@ -291,7 +291,7 @@ def test_a_full_database_is_one_line_and_loses_nothing(tmp_path, uninterrupted):
                 f"PRAGMA max_page_count={c.execute('PRAGMA page_count').fetchone()[0]}"))
     harness.hooks["evaluate"] = fill_up
     with pytest.raises(StoreError, match="full"):
-        loop.start({"gpu": "Replayed NVIDIA H100", "sms": 132})
+        loop.new_run({"gpu": "Replayed NVIDIA H100", "sms": 132})
     fresh = Store(db)
     loop2, _ = make(campaign, fresh)
     loop2.drive(1)
@@ -349,7 +349,7 @@ def test_resume_refuses_what_changes_the_measurements(interrupted, override, key
 
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)
     with pytest.raises(AutoDiscoveryError, match=f"run 1 was measured with {key} = "):
-        runner.resume(1, [override], Store(interrupted), harness=harness)
+        runner.resume_run(1, [override], Store(interrupted), harness=harness)
     assert harness.evaluated == []
 
 
@@ -360,8 +360,8 @@ def test_resume_takes_a_new_budget_and_refuses_a_new_toolchain_unless_told(inter
     with Store(interrupted).session() as s:
         s.get(Run, 1).fingerprint = {"gpu": "Replayed NVIDIA H100", "sms": 132, "nvcc": "nvcc 12.8.93"}
     with pytest.raises(AutoDiscoveryError, match="another toolchain \\(nvcc nvcc 12.8.93 → replay\\)"):
-        runner.resume(1, ["budget.candidates=13"], Store(interrupted), harness=harness)
-    runner.resume(1, ["budget.candidates=13"], Store(interrupted), harness=harness, allow_new_toolchain=True)
+        runner.resume_run(1, ["budget.candidates=13"], Store(interrupted), harness=harness)
+    runner.resume_run(1, ["budget.candidates=13"], Store(interrupted), harness=harness, allow_new_toolchain=True)
     with Store(interrupted).session() as s:
         run = s.get(Run, 1)
         assert run.status == "finished" and run.config["budget"]["candidates"] == 13

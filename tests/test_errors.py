@@ -37,7 +37,9 @@ def recorded(tmp_path):
 
     path = tmp_path / "one.db"
     campaign = load("hopper-gemm", ["budget.candidates=3"])
-    runner.start("hopper-gemm", ["budget.candidates=3"], Store(path), harness=ReplayHarness(SearchAgent(campaign).space))
+    store = Store(path)
+    runner.run_campaign("hopper-gemm", ["budget.candidates=3"], store, harness=ReplayHarness(SearchAgent(campaign).space))
+    store.engine.dispose()  # the log checkpointed into the file now, not whenever the engine is collected
     return path
 
 

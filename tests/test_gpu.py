@@ -123,7 +123,7 @@ def test_checked_timing_agrees_with_plain_timing_on_an_honest_kernel(harness):
 
 def test_a_short_run(tmp_path, build_cache):
     store = Store(tmp_path / "gpu.db")
-    run_id = runner.start("hopper-gemm", ["budget.candidates=3", f"harness.cache_dir={build_cache}"], store)
+    run_id = runner.run_campaign("hopper-gemm", ["budget.candidates=3", f"harness.cache_dir={build_cache}"], store)
     rows = report.lineage(store, run_id)
     assert rows[0]["seq"] == 0 and len(rows) >= 2
     assert rows[-1]["score"] > rows[0]["score"]
@@ -216,7 +216,7 @@ def test_scripted_llm_edits_are_built_gated_measured_and_kept(tmp_path, build_ca
 
     store = Store(tmp_path / "llm.db")
     with ScriptedServer(scripted_improvements()) as server:
-        run_id = runner.start("hopper-gemm", [
+        run_id = runner.run_campaign("hopper-gemm", [
             "agent.kind=llm", "agent.llm.models=[{name: scripted}]", f"agent.llm.base_url={server.url}",
             "budget.candidates=4", "agent.llm.batch=1", "agent.llm.overlap=false", "agent.llm.exploit=1",
             f"harness.cache_dir={build_cache}"], store)
@@ -243,7 +243,7 @@ def gpu_count() -> int:
 def test_a_run_over_two_gpus(tmp_path, build_cache):
     """`--gpus all`: evaluations go to both GPUs, each recorded with its index; the decisions hold."""
     store = Store(tmp_path / "two.db")
-    run_id = runner.start("hopper-gemm", ["budget.candidates=8", "harness.gpus=all", "problem.M=2048",
+    run_id = runner.run_campaign("hopper-gemm", ["budget.candidates=8", "harness.gpus=all", "problem.M=2048",
                                           "problem.N=2048", "problem.K=2048", f"harness.cache_dir={build_cache}"],
                           store)
     shown = report.show_run(store, run_id)
@@ -263,12 +263,12 @@ def test_the_llm_agent_continues_a_search_run(tmp_path, build_cache):
 
     store = Store(tmp_path / "handover.db")
     shape = ["problem.M=2048", "problem.N=2048", "problem.K=2048", f"harness.cache_dir={build_cache}"]
-    search = runner.start("hopper-gemm", ["budget.candidates=3", "agent.search.batch=2", *shape], store)
+    search = runner.run_campaign("hopper-gemm", ["budget.candidates=3", "agent.search.batch=2", *shape], store)
     climbed = report.lineage(store, search)
     note = edit_lines("a comment after the manifest: the same machine code, measured against itself.",
                       lambda k: k.replace("*/\n", "*/\n// handed over from the search agent\n", 1))
     with ScriptedServer([note]) as server:
-        handed = runner.start(None, ["agent.kind=llm", "agent.llm.models=[{name: scripted}]",
+        handed = runner.run_campaign(None, ["agent.kind=llm", "agent.llm.models=[{name: scripted}]",
                                      f"agent.llm.base_url={server.url}", "budget.candidates=2", "agent.llm.batch=1",
                                      "agent.llm.overlap=false", "agent.llm.exploit=1", *shape], store, from_=str(search))
     chain = report.lineage(store, handed)
@@ -284,7 +284,7 @@ def test_the_llm_agent_continues_a_search_run(tmp_path, build_cache):
 def test_profile_a_recorded_candidate_and_show_it(tmp_path, build_cache):
     """`profile RUN/SEQ`: Nsight Compute on the candidate and on cuBLAS, stored with the candidate."""
     store = Store(tmp_path / "gpu.db")
-    run_id = runner.start("hopper-gemm", ["budget.candidates=2", "problem.M=2048", "problem.N=2048",
+    run_id = runner.run_campaign("hopper-gemm", ["budget.candidates=2", "problem.M=2048", "problem.N=2048",
                                           "problem.K=2048", f"harness.cache_dir={build_cache}"], store)
     best = report.lineage(store, run_id)[-1]["seq"]
     label, out, _ = runner.profile(f"{run_id}/{best}", "hopper-gemm", [], store)
@@ -432,7 +432,7 @@ def test_cluster_family_last_k_tile_runs_only_the_steps_that_hold_data(build_cac
 def test_replay_of_a_short_real_run(tmp_path, build_cache):
     """`replay RUN`: the kept steps measured again in one process, each beside its recorded figure."""
     store = Store(tmp_path / "gpu.db")
-    run_id = runner.start("hopper-gemm", ["budget.candidates=3", "problem.M=2048", "problem.N=2048",
+    run_id = runner.run_campaign("hopper-gemm", ["budget.candidates=3", "problem.M=2048", "problem.N=2048",
                                           "problem.K=2048", f"harness.cache_dir={build_cache}"], store)
     chain = report.lineage(store, run_id)
     from autodiscovery.review.replay import replay

@@ -20,7 +20,7 @@ cli = CliRunner()
 def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     store, harness = Store(tmp_path / "h.db"), replay_harness()
-    search = runner.start("hopper-gemm", ["budget.candidates=8", "stop.patience=50", "stop.target=10"], store,
+    search = runner.run_campaign("hopper-gemm", ["budget.candidates=8", "stop.patience=50", "stop.target=10"], store,
                           harness=harness)
     climbed = report.lineage(store, search)
     best = climbed[-1]
@@ -28,7 +28,7 @@ def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
         s.add(Evaluation(candidate_id=best["id"], kind="profile", status="ok", metrics={"profile": {
             "candidate": {"time_us": 200.0, "tensor_pipe_pct": 70.0}, "baseline": {"time_us": 175.0}}}))
     with ScriptedServer([edit_to(2.0, "mark it"), edit_to(2.2, "mark it again")]) as server:
-        handed = runner.start(None, llm(server, "budget.candidates=3", "stop.target=10", "agent.llm.batch=1",
+        handed = runner.run_campaign(None, llm(server, "budget.candidates=3", "stop.target=10", "agent.llm.batch=1",
                                         "agent.llm.overlap=false",
                                         "agent.llm.exploit=1"), store, harness=harness, from_=str(search))
         first_prompt = server.requests[0]["messages"][1]["content"]
@@ -47,7 +47,7 @@ def test_search_hands_over_to_llm_and_llm_back_to_search(tmp_path, monkeypatch):
     tree = report.tree(store, handed)
     assert tree[0]["seq"] == 0 and tree[0]["depth"] == 0 and len(tree) == 3  # the seed is this run's root
 
-    back = runner.start(None, ["agent.kind=search", "budget.candidates=4"], store, harness=harness,
+    back = runner.run_campaign(None, ["agent.kind=search", "budget.candidates=4"], store, harness=harness,
                         from_=f"{handed}/2")
     again = report.lineage(store, back)
     assert {r["run"] for r in again} == {search, handed, back}

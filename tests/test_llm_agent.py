@@ -333,7 +333,7 @@ def test_verdicts_flow_back_into_the_next_prompt(tmp_path, monkeypatch):
     store = Store(tmp_path / "r.db")
     script = [edit_to(0.5), edit_to(0.45), edit_to(0.6)]
     with ScriptedServer(script) as server:
-        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
+        run_id = runner.run_campaign("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
                                                  "agent.llm.exploit=1", "agent.llm.concurrency=1",
                                                  "agent.llm.overlap=false"), store, harness=replay_harness())
         prompts = [r["messages"][1]["content"] for r in server.requests]
@@ -359,7 +359,7 @@ def test_a_proposal_from_another_parent_is_decided_against_the_incumbent(tmp_pat
     store = Store(tmp_path / "p.db")
     script = [edit_to(0.5), edit_to(0.49), edit_to(0.7)]  # #2 a near miss of #1; #3 is then built on #2
     with ScriptedServer(script) as server:
-        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
+        run_id = runner.run_campaign("hopper-gemm", llm(server, "budget.candidates=4", "agent.llm.batch=1",
                                                  "agent.llm.concurrency=1", "agent.llm.overlap=false",
                                                  "agent.llm.exploit=0", "agent.llm.inspirations=1"),
                               store, harness=replay_harness())
@@ -390,7 +390,7 @@ def test_a_batch_is_asked_side_by_side_while_the_previous_one_is_measured(tmp_pa
     harness = replay_harness(delay_s=0.4, hooks={"evaluate": lambda _n: evaluations.append(time.monotonic())})
     script = [edit_to(0.3 + 0.01 * i, delay=0.3) for i in range(12)]
     with ScriptedServer(script) as server:
-        run_id = runner.start("hopper-gemm", llm(server, "budget.candidates=7", "agent.llm.batch=2",
+        run_id = runner.run_campaign("hopper-gemm", llm(server, "budget.candidates=7", "agent.llm.batch=2",
                                                  "agent.llm.concurrency=2"), store, harness=harness)
         times = list(server.times)
     assert run_id == 1 and len(times) >= 6

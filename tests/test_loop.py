@@ -9,14 +9,14 @@ from sqlalchemy import select
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.review import report
-from autodiscovery.running.loop import Loop
+from autodiscovery.running.driver import Driver
 from autodiscovery.store import Candidate, Decision, Evaluation, Run
 
 
 def make_loop(campaign, store, **harness_kw):
     agent = SearchAgent(campaign)
     harness = ReplayHarness(agent.space, **harness_kw)
-    return Loop(campaign, store, harness, agent, workers=2), harness
+    return Driver(campaign, store, harness, agent, workers=2), harness
 
 
 def candidates(store, run_id):
@@ -29,7 +29,7 @@ def candidates(store, run_id):
 
 def test_climbs_the_ladder_and_keeps_only_improvements(campaign, store):
     loop, harness = make_loop(campaign, store)
-    run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+    run_id = loop.new_run({"gpu": "Replayed NVIDIA H100"})
     cands = candidates(store, run_id)
     evaluated = [c for c in cands if c.status not in ("rejected", "proposed")]
     assert sum(c.status != "proposed" for c in cands) == 10  # the candidate budget: every proposal counts
@@ -66,7 +66,7 @@ def test_a_keep_far_ahead_of_the_incumbent_needs_no_head_to_head(store, tmp_path
     def climb(db, overrides):
         campaign = campaigns.load("hopper-gemm", ["budget.candidates=6", *overrides])
         loop, harness = make_loop(campaign, db)
-        run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+        run_id = loop.new_run({"gpu": "Replayed NVIDIA H100"})
         with db.session() as s:
             kept = [d for d in s.scalars(select(Decision).where(Decision.run_id == run_id))
                     if d.verdict == "keep" and d.incumbent_id is not None]
@@ -89,7 +89,7 @@ def test_failures_are_recorded_and_the_run_goes_on(campaign, store):
         key("mma_sync", mma): {"status": "incorrect", "log": "draw 0: relative error 0.9 exceeds tolerance 0.01"},
     }
     loop, _ = make_loop(campaign, store, recordings=recordings)
-    run_id = loop.start({})
+    run_id = loop.new_run({})
     by_knobs = {(c.family, str(sorted(c.knobs.items()))): c for c in candidates(store, run_id)}
     bad_build = by_knobs[("tiled", str(sorted(tiled.items())))]
     bad_gate = by_knobs[("mma_sync", str(sorted(mma.items())))]
@@ -107,7 +107,7 @@ def test_a_worse_candidate_is_reverted_without_head_to_head(campaign, store):
     space = SearchAgent(campaign).space
     slow = {"status": "ok", "metrics": {"ratio": {"median": 0.001, "ci_low": 0.0009, "ci_high": 0.0011}}}
     loop, harness = make_loop(campaign, store, recordings={key("tiled", space.families["tiled"].default): slow})
-    run_id = loop.start({})
+    run_id = loop.new_run({})
     second = candidates(store, run_id)[1]
     assert second.status == "reverted" and "does not beat" in second.decision.reason
     assert harness.head_to_heads == []
@@ -119,7 +119,7 @@ def test_the_incumbent_is_the_bar_and_a_screened_candidate_is_reverted(campaign,
     screened = {"status": "ok", "metrics": {"ratio": {"median": 0.5, "ci_low": 0.4, "ci_high": 0.6},
                                             "screened": {"pairs": 10, "below": 0.9}}}
     loop, harness = make_loop(campaign, store, recordings={key("tiled", space.families["tiled"].default): screened})
-    run_id = loop.start({})
+    run_id = loop.new_run({})
     seed, second = candidates(store, run_id)
     assert harness.bars[0] == 1.0  # nothing to beat yet: the baseline is the bar (cuBLAS, 1×)
     assert harness.bars[1] == pytest.approx(seed.measurement.metrics["ratio"]["median"])
@@ -144,7 +144,7 @@ def test_stop_rules(store, overrides, reason):
         mma = loop.agent.space.families["mma_sync"].default
         loop.harness.recordings[key("mma_sync", mma)] = {
             "status": "ok", "metrics": {"ratio": {"median": best, "ci_low": best, "ci_high": best}}}
-    run_id = loop.start({})
+    run_id = loop.new_run({})
     with store.session() as s:
         assert reason in s.get(Run, run_id).stop_reason
 
@@ -152,7 +152,7 @@ def test_stop_rules(store, overrides, reason):
 def test_resume_continues_with_nothing_lost_and_nothing_evaluated_twice(campaign, store):
     loop, harness = make_loop(campaign, store, interrupt_after=5)
     with pytest.raises(KeyboardInterrupt):
-        loop.start({})
+        loop.new_run({})
     run_id = 1
     before = candidates(store, run_id)
     with store.session() as s:
@@ -178,7 +178,7 @@ def test_the_walk_is_reproducible(campaign, tmp_path):
     for name in ("a", "b"):
         store = Store(tmp_path / f"{name}.db")
         loop, _ = make_loop(campaign, store)
-        run_id = loop.start({})
+        run_id = loop.new_run({})
         seqs.append([(c.family, c.knobs, c.status) for c in candidates(store, run_id)])
     assert seqs[0] == seqs[1]
 
@@ -197,7 +197,7 @@ def test_live_display_renders_a_run(campaign, store):
     out = io.StringIO()
     loop, _ = make_loop(campaign, store)
     loop.display = LiveDisplay(Console(file=out, width=160, force_terminal=False))
-    loop.start({})
+    loop.new_run({})
     text = out.getvalue()
     assert "best so far: #" in text and "× cuBLAS" in text and "stopped: budget spent" in text
     assert "mma_sync" in text and "kept" in text
@@ -213,7 +213,7 @@ def test_replaying_a_real_h200_run_takes_the_same_walk(store):
     device, recordings = load_recording(Path(__file__).parent / "data" / "h200_run.json")
     campaign = campaigns.load("hopper-gemm", ["budget.candidates=12"])
     loop, harness = make_loop(campaign, store, recordings=recordings)
-    run_id = loop.start(device)
+    run_id = loop.new_run(device)
     walked = [(c.family, c.knobs) for c in candidates(store, run_id) if c.status != "rejected"]
     recorded = [(r["family"], r["knobs"]) for r in recordings.values()]
     # The structural climb is the recorded one; the knob moves differ since the agent no longer spends
@@ -245,7 +245,7 @@ def test_replaying_the_h100_default_run_past_cublas(store, overlap):
         knobs = {**fam.default, **r["knobs"]} if fam is not None and fam.template else r["knobs"]
         recordings[key(r["family"], knobs)] = r | {"knobs": knobs}
     loop, harness = make_loop(campaign, store, recordings=recordings)
-    run_id = loop.start(device)
+    run_id = loop.new_run(device)
     walked = [(c.family, c.knobs) for c in candidates(store, run_id) if c.status != "rejected"]
     recorded = [(r["family"], r["knobs"]) for r in recordings.values()]
     assert walked[:7] == recorded[:7]  # the structural climb, every step as recorded
@@ -267,7 +267,7 @@ def test_the_search_uses_its_budget(store):
     does not give up while valid configurations it has not tried remain."""
     campaign = campaigns.load("hopper-gemm", ["stop.target=50", "stop.patience=1000"])
     loop, harness = make_loop(campaign, store)
-    run_id = loop.start({})
+    run_id = loop.new_run({})
     with store.session() as s:
         run = s.get(Run, run_id)
         assert run.stop_reason == f"budget spent: {campaign.budget.candidates} candidates"
@@ -301,7 +301,7 @@ def test_on_several_devices_a_batch_is_measured_side_by_side_and_decided_as_on_o
                 spans.append((t, time.monotonic()))
             return out
         harness.evaluate = timed
-        run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+        run_id = loop.new_run({"gpu": "Replayed NVIDIA H100"})
         return [r["seq"] for r in report.lineage(db, run_id)], harness, spans
 
     one, h1, alone = walk(store, 1)
@@ -318,7 +318,7 @@ def test_on_several_devices_the_next_batch_is_proposed_and_built_while_one_is_me
                                               "agent.search.batch=4"])
     loop, harness = make_loop(campaign, store, delay_s=0.1)
     harness.parallel = 2
-    run_id = loop.start({"gpu": "Replayed NVIDIA H100"})
+    run_id = loop.new_run({"gpu": "Replayed NVIDIA H100"})
     cands = candidates(store, run_id)
     assert sum(c.status != "proposed" for c in cands) == 16
     finished = {c.seq: max(e.created_at for e in c.evaluations) for c in cands if c.evaluations}
@@ -343,8 +343,8 @@ def test_a_run_below_its_baseline_is_not_ended_by_the_patience_of_one_above_it(s
     overrides = ["stop.patience=3", "budget.candidates=30"] + ([f"stop.patience_below={below}"] if below else [])
     campaign = campaigns.load("hopper-gemm", overrides)
     agent = SearchAgent(campaign)
-    loop = Loop(campaign, store, BelowCublas(agent.space), agent, workers=2)
-    run_id = loop.start({})
+    loop = Driver(campaign, store, BelowCublas(agent.space), agent, workers=2)
+    run_id = loop.new_run({})
     with store.session() as s:
         run = s.get(Run, run_id)
         assert run.stop_reason == reason

@@ -22,12 +22,12 @@ from autodiscovery import campaign as campaigns
 from autodiscovery.agents.llm import LlmAgent
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.review import pool as pooling
-from autodiscovery.running.loop import Loop
+from autodiscovery.running.driver import Driver
 from autodiscovery.store import Candidate, Decision, Run, Store
 
 RECORDED = Path(__file__).parent / "data" / "h100_run.db"
 SCALE = 0.5
-"""Recorded seconds to simulated seconds: evaluations of 1.2 to 3.7 s."""
+"""PastRun seconds to simulated seconds: evaluations of 1.2 to 3.7 s."""
 
 
 def recorded_seconds(kind: str) -> list[float]:
@@ -99,7 +99,7 @@ def run_on(clock: VirtualClock, devices: int, db: Path, *settings: str):
     harness.set_devices(devices)
     harness.clock = clock
     store = Store(db)
-    run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
+    run_id = Driver(campaign, store, harness, agent, workers=4).new_run({"gpu": "Replayed NVIDIA H100",
                                                                      "gpus": list(range(devices))})
     return store, run_id, harness, agent
 
@@ -224,7 +224,7 @@ def simulate(clock: VirtualClock, devices: int, db: Path, candidates: int) -> tu
     harness.clock = clock
     store = Store(db)
     t = clock.time()
-    run_id = Loop(campaign, store, harness, agent, workers=4).start({"gpu": "Replayed NVIDIA H100",
+    run_id = Driver(campaign, store, harness, agent, workers=4).new_run({"gpu": "Replayed NVIDIA H100",
                                                                      "gpus": list(range(devices))})
     return harness.busy()[0], clock.time() - t, store, run_id
 

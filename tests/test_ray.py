@@ -62,7 +62,7 @@ def test_codesign_simulations_run_as_tasks_and_a_killed_worker_is_retried(cluste
     from harnesses.accelsim.agent import CodesignAgent
 
     recorded_ptx(CodesignAgent(campaigns.load("edge-codesign", overrides)))  # the model's PTX facts, not nvcc's
-    run_id = runner.start("edge-codesign", overrides, store, harness=KilledOnce(marks=str(marks), sim_seconds=0.2))
+    run_id = runner.run_campaign("edge-codesign", overrides, store, harness=KilledOnce(marks=str(marks), sim_seconds=0.2))
     shown = report.show_run(store, run_id)
     assert shown["status"] == "finished" and shown["fingerprint"]["executor"] == "ray (local)"
     simulated = [c for c in shown["candidates"] if c["status"] not in ("rejected", "proposed")]
@@ -88,7 +88,7 @@ def test_gpu_evaluations_ask_for_a_gpu_each(cluster, tmp_path):
     # Each evaluation takes a while, so that two are in flight at once (a GPU each).
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space, delay_s=0.3)
     store = Store(tmp_path / "g.db")
-    run_id = runner.start("hopper-gemm", ["executor.kind=ray", "budget.candidates=10", "stop.target=5"], store,
+    run_id = runner.run_campaign("hopper-gemm", ["executor.kind=ray", "budget.candidates=10", "stop.target=5"], store,
                           harness=harness)
     shown = report.show_run(store, run_id)
     evs = [e for c in shown["candidates"] for e in report.show_candidate(store, run_id, c["seq"])["evaluations"]
@@ -103,7 +103,7 @@ def test_gpu_evaluations_ask_for_a_gpu_each(cluster, tmp_path):
 @pytest.mark.long
 def test_a_dry_run_builds_on_the_workers(cluster, tmp_path):
     store = Store(tmp_path / "b.db")
-    run_id = runner.start("hopper-gemm", ["executor.kind=ray", "executor.build_on=workers", "budget.candidates=3",
+    run_id = runner.run_campaign("hopper-gemm", ["executor.kind=ray", "executor.build_on=workers", "budget.candidates=3",
                                           f"harness.cache_dir={tmp_path / 'cache'}"], store, dry_run=True)
     cands = report.show_run(store, run_id)["candidates"]
     assert [c["status"] for c in cands] == ["built"] * 3 and all(c["registers"] for c in cands)

@@ -266,7 +266,7 @@ def test_a_search_over_a_templated_seed_driven_by_recorded_evaluations(tmp_path)
 
     harness = RecordedRuns(recorded(tmp_path, "softmax"))
     db = Store(tmp_path / "search.db")
-    run_id = runner.start("softmax", ["budget.candidates=12", "stop.patience=20"], db, harness=harness)
+    run_id = runner.run_campaign("softmax", ["budget.candidates=12", "stop.patience=20"], db, harness=harness)
     rows = json.loads(CliRunner().invoke(app, ["--db", str(tmp_path / "search.db"), "show", str(run_id),
                                                "--json"]).output)["candidates"]
     assert [r["family"] for r in rows[:2]] == ["naive", "tuned"] and len(rows) == 12

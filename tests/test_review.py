@@ -339,11 +339,11 @@ def codesign_run(tmp_path: Path) -> Path:
     from replay import SimReplay, offline_agent
 
     from autodiscovery import campaign as campaigns
-    from autodiscovery.running.loop import Loop
+    from autodiscovery.running.driver import Driver
 
     c = campaigns.load("edge-codesign", ["harness.parallel=2"])
     db = tmp_path / "codesign.db"
-    Loop(c, Store(db), SimReplay(recorded=recorded_cycles()), offline_agent(c, tmp_path), workers=2).start(
+    Driver(c, Store(db), SimReplay(recorded=recorded_cycles()), offline_agent(c, tmp_path), workers=2).new_run(
         {"gpu": "simulated"})
     return db
 

@@ -182,7 +182,7 @@ def test_export_says_a_kernel_was_never_sanitized(tmp_path):
 def test_a_keep_holds_a_device_for_the_check_only_where_the_harness_checks(tmp_path, monkeypatch):
     """A decision takes a device for each head-to-head and each sanitizer run, and for nothing else: with
     the checker off, a keep does not wait for a device the measurements are using."""
-    from autodiscovery.running import lifecycle, loop
+    from autodiscovery.running import driver, lifecycle
 
     uses: list[bool] = []
 
@@ -191,7 +191,7 @@ def test_a_keep_holds_a_device_for_the_check_only_where_the_harness_checks(tmp_p
             uses.append(first)
             return super().__call__(first)
 
-    monkeypatch.setattr(loop, "Devices", Counted)
+    monkeypatch.setattr(driver, "Devices", Counted)
     for harness in ("ToyHarness", "SanitizedToy"):
         uses.clear()
         db = tmp_path / f"{harness}.db"

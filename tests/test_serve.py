@@ -34,7 +34,8 @@ def db(tmp_path) -> Path:
     (a key planted in its prompt and reply), and a database URL with a password in a log."""
     path = tmp_path / "h100_run.db"
     shutil.copy(DATA / "h100_run.db", path)
-    with Store(path).session() as s:
+    store = Store(path)
+    with store.session() as s:
         run = Run.find(s, 1)
         c3, c6 = Candidate.by_seq(s, 1, 3), Candidate.by_seq(s, 1, 6)
         c3.hypothesis = f"Try {HOSTILE} now"
@@ -46,6 +47,7 @@ def db(tmp_path) -> Path:
                       reply=f"HYPOTHESIS: clusters of two\n<<<<<<< SEARCH\n{HOSTILE}\n=======\nx\n"
                             f">>>>>>> REPLACE\n{KEY}",
                       input_tokens=1200, output_tokens=340, cost=0.0123, latency_ms=2100.0))
+    store.engine.dispose()  # its pooled connection closed (the log checkpointed) now, not when collected
     return path
 
 
@@ -266,9 +268,7 @@ def test_responses_carry_a_policy_that_runs_only_the_pages_own_script(db):
 
 
 def test_the_database_is_never_written_and_writes_are_refused(db):
-    with Store(db).session():
-        pass  # the copy settled (WAL checkpointed on close) before it is served
-    Store(db).engine.dispose()
+    assert not Path(f"{db}-wal").exists()  # settled: no run has it open
     before = fingerprint(db)
     with served(db) as base:
         for path in ("/", "/runs/1", "/runs/1/live", "/runs/1/tree", "/runs/1/candidates/6", "/runs/1/candidates/3"):

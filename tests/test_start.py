@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from autodiscovery import campaign as campaigns
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.cli import app
-from autodiscovery.running.loop import Loop
+from autodiscovery.running.driver import Driver
 from autodiscovery.running.suite import order
 from autodiscovery.store import Candidate, EvalKind, Run, Store
 
@@ -26,7 +26,7 @@ GPU = "Replayed NVIDIA H100"
 def run(campaign, store, **harness_kw) -> tuple[int, list[Candidate], ReplayHarness]:
     agent = SearchAgent(campaign)
     harness = ReplayHarness(agent.space, **harness_kw)
-    run_id = Loop(campaign, store, harness, agent, workers=2).start(dict(harness.fingerprint))
+    run_id = Driver(campaign, store, harness, agent, workers=2).new_run(dict(harness.fingerprint))
     with store.session() as s:
         cands = list(s.scalars(select(Candidate).where(Candidate.run_id == run_id).order_by(Candidate.seq)))
         for c in cands:

@@ -180,7 +180,7 @@ def test_every_command_works_on_postgresql(pg_server, tmp_path, monkeypatch):
 
     url = pg_server.database()
     harness = ReplayHarness(SearchAgent(campaigns.load("hopper-gemm")).space)
-    run_id = runner.start("hopper-gemm", ["budget.candidates=8", "stop.target=5"], Store(url), harness=harness)
+    run_id = runner.run_campaign("hopper-gemm", ["budget.candidates=8", "stop.target=5"], Store(url), harness=harness)
     cli = CliRunner()
 
     def ok(*args: str) -> str:

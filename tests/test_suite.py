@@ -15,7 +15,7 @@ from autodiscovery import campaign as campaigns
 from autodiscovery.cli import app
 from autodiscovery.review import exports
 from autodiscovery.running import suite
-from autodiscovery.running.loop import Quiet, Stop
+from autodiscovery.running.driver import Quiet, Stop
 from autodiscovery.store import Run, Store
 
 SUITE = ("suite=[{label: 'qkv 16', problem: {M: 16, N: 6144, K: 4096}}, "

@@ -137,7 +137,7 @@ class VirtualClock:
     def installed(cls, monkeypatch: Any) -> Iterator[VirtualClock]:
         """The clock for the code under test: its executors, its waits on futures and on the devices'
         condition, and the database's timestamps."""
-        from autodiscovery.running import lifecycle, loop, schedule
+        from autodiscovery.running import driver, lifecycle, schedule
         from autodiscovery.store import models
 
         clock = cls()
@@ -181,8 +181,8 @@ class VirtualClock:
         monkeypatch.setattr(Future, "result", result)
         monkeypatch.setattr(schedule, "wait", wait)
         monkeypatch.setattr(schedule, "ThreadPoolExecutor", Executor)
-        monkeypatch.setattr(loop, "ThreadPoolExecutor", Executor)
-        monkeypatch.setattr(loop, "Devices", Devices)
+        monkeypatch.setattr(driver, "ThreadPoolExecutor", Executor)
+        monkeypatch.setattr(driver, "Devices", Devices)
         monkeypatch.setattr(models, "datetime", Datetime)
         try:
             yield clock

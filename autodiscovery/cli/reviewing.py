@@ -29,7 +29,7 @@ from autodiscovery.review import candidate as candidate_view
 from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
 from autodiscovery.running import runner
-from autodiscovery.running.recorded import parse
+from autodiscovery.running.refs import parse
 from autodiscovery.status import Sanitized
 from autodiscovery.store import EvalKind, EvalStatus, RunStatus
 

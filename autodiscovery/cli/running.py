@@ -30,7 +30,7 @@ from autodiscovery.cli.common import (
 )
 from autodiscovery.review import display, exports, live, report
 from autodiscovery.running import runner, suite
-from autodiscovery.running.loop import Stop
+from autodiscovery.running.driver import Stop
 from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus, Store
 from autodiscovery.toolkit.text import plural
 
@@ -113,17 +113,17 @@ def _run(loaded: campaigns.Campaign | None, campaign: str | None, overrides: lis
                       given)
     with _saved(started, "run", previous, given):
         if resume is None:
-            run_id = runner.start(campaign, overrides, st, view, dry_run=dry_run, stop=stop, started=started.append,
+            run_id = runner.run_campaign(campaign, overrides, st, view, dry_run=dry_run, stop=stop, started=started.append,
                                   from_=from_, campaign=loaded)
         else:
-            run_id = runner.resume(resume, overrides, st, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
+            run_id = runner.resume_run(resume, overrides, st, view, allow_new_toolchain=allow_new_toolchain, stop=stop,
                                    started=started.append)
     summary = report.run_row(st, run_id)
     if stop.requested:
         say(f"run {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
     if dry_run:
-        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_built(st, run_id, given)}")
+        say(f"run {run_id} (dry run): {summary['status']} ({summary['stop_reason']}); {_dry_run_builds(st, run_id, given)}")
         if summary["status"] == RunStatus.failed:
             raise typer.Exit(1)
         return
@@ -164,7 +164,7 @@ def _kept_only_if_used(st: Store, fresh: Path | None, started: list[int]) -> Ite
         raise
 
 
-def _built(db: Store, run_id: int, given: str | None) -> str:
+def _dry_run_builds(db: Store, run_id: int, given: str | None) -> str:
     """What a dry run made of its candidates: how many built, how many refused and where to read why."""
     from collections import Counter
 

@@ -17,7 +17,7 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.interfaces import HarnessBase, Objective, columns
 from autodiscovery.review import report
 from autodiscovery.running.evaluate import assess
-from autodiscovery.running.recorded import open_run
+from autodiscovery.running.refs import open_run
 from autodiscovery.running.runner import workers
 from autodiscovery.store import Candidate, EvalStatus, Store
 

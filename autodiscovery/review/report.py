@@ -17,7 +17,7 @@ from autodiscovery.campaign import DEFAULT_HARNESS
 from autodiscovery.interfaces import HarnessBase, Objective, Section, Showing, columns
 from autodiscovery.review.display import sections_table
 from autodiscovery.running.ledger import build_facts, score_of
-from autodiscovery.running.recorded import parse
+from autodiscovery.running.refs import parse
 from autodiscovery.store import (
     Candidate,
     CandidateStatus,

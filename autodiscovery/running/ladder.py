@@ -99,7 +99,7 @@ class Ladder:
                 batch.append(p)
             if not batch:
                 break
-            added = self.life.record(batch)
+            added = self.life.admit(batch)
             cands = [c for c, _ in added]
             ends = [end or self.life.screen(c) for c, end in added]  # refused before any build, as in a run
             with ThreadPoolExecutor(self.workers) as pool:

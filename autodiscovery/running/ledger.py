@@ -217,7 +217,7 @@ class Ledger:
             row(s, Candidate, cand_id).status = CandidateStatus.rejected
             self.touch(s)
 
-    def record_build(self, build: BuildReport) -> int | None:
+    def save_build(self, build: BuildReport) -> int | None:
         if build is None or not build.cache_key:
             return None
         return self.store.build_id(build.stored())

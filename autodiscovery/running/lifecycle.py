@@ -104,7 +104,7 @@ class Lifecycle:
         best = self.ledger.history().incumbent if isinstance(d.verdict, Verdict) else None
         self.display.finished(self.ledger.candidate(d.candidate.id), d.outcome, d.verdict, d.reason, best)
 
-    def record(self, proposals: list[Proposal]) -> list[tuple[Candidate, Decided | None]]:
+    def admit(self, proposals: list[Proposal]) -> list[tuple[Candidate, Decided | None]]:
         """Proposals as candidates, in one commit, each with its end where it has one already: `rejected`
         where its agent refused it, or where it renders a kernel recorded before (the same kernel is never
         evaluated twice); None where it goes on to be screened and measured."""
@@ -131,7 +131,7 @@ class Lifecycle:
     def measure(self, cand: Candidate, build: BuildReport, kind: EvalKind = EvalKind.benchmark) -> Measured:
         """The candidate measured (a failed build is its own outcome) against the incumbent's score as the
         bar, and recorded with the candidate's new status in one commit."""
-        build_id = self.ledger.record_build(build)
+        build_id = self.ledger.save_build(build)
         if not build.ok:
             outcome = assess(self.harness, cand.source, build)
             self.ledger.finish(None, cand.id, kind, outcome, status=CandidateStatus(outcome.status), build_id=build_id)

@@ -19,16 +19,16 @@ from autodiscovery.campaign import (
 )
 from autodiscovery.interfaces import AgentBase, Harness, HarnessBase, Outcome, Proposal
 from autodiscovery.running.check import CheckFailed, check_source
+from autodiscovery.running.driver import Display, Driver, Quiet, Stop
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
-from autodiscovery.running.loop import Display, Loop, Quiet, Stop
-from autodiscovery.running.recorded import Recorded, RefError, open_run, parse
+from autodiscovery.running.refs import PastRun, RefError, open_run, parse
 from autodiscovery.store import Candidate, EvalKind, Evaluation, Run, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.build import BuildReport
 from autodiscovery.toolkit.text import first_line
 
-__all__ = ["Quiet", "Stop", "measure", "profile", "prompt", "ladder", "resume", "start"]
+__all__ = ["Quiet", "Stop", "measure", "profile", "prompt", "ladder", "resume_run", "run_campaign"]
 
 MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "executor.")
 """What a resumed run may change: how long it goes on, who proposes, how patient it is, where it runs
@@ -52,7 +52,7 @@ def workers(harness: Harness) -> int:
     return harness.build_workers or max(os.cpu_count() or 2, harness.parallel)
 
 
-def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Proposal]:
+def origin(store: Store, ref: str, what: str = "--from") -> tuple[PastRun, Proposal]:
     """A recorded candidate to start a run from (`RUN/SEQ`, or `RUN` for its best): its run as recorded,
     and the new run's seed, linked to it."""
     at = parse(ref, what)
@@ -76,9 +76,10 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[Recorded, Prop
         return recorded, seed
 
 
-def start(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
-          dry_run: bool = False, stop: Stop | None = None, started: Callable[[int], None] | None = None, from_: str | None = None,
-          campaign: Campaign | None = None, parent_id: int | None = None) -> int:
+def run_campaign(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(),
+                 harness: HarnessBase | None = None, dry_run: bool = False, stop: Stop | None = None,
+                 started: Callable[[int], None] | None = None, from_: str | None = None,
+                 campaign: Campaign | None = None, parent_id: int | None = None) -> int:
     """A new run of a campaign (`campaign` when it is already loaded with these overrides); with `from_`
     (RUN[/SEQ]) its seed is that recorded candidate and the campaign is that run's unless one is named."""
     seed = None
@@ -107,9 +108,9 @@ def start(name_or_path: str | None, overrides: list[str], store: Store, display:
         made.check(first.source)  # a shape the seed cannot take is refused now
     fingerprint = used.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
-    loop = Loop(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
+    loop = Driver(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
                 started=started, seed=seed, parent_id=parent_id)
-    return loop.start(fingerprint)
+    return loop.new_run(fingerprint)
 
 
 def readiness(checked: Campaign, rows: list[tuple]) -> list[tuple[str, list[str]]]:
@@ -142,9 +143,9 @@ def _flat(data: dict, prefix: str = "") -> dict[str, object]:
     return out
 
 
-def resume(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(), harness: HarnessBase | None = None,
-           allow_new_toolchain: bool = False, stop: Stop | None = None,
-           started: Callable[[int], None] | None = None) -> int:
+def resume_run(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(),
+               harness: HarnessBase | None = None, allow_new_toolchain: bool = False, stop: Stop | None = None,
+               started: Callable[[int], None] | None = None) -> int:
     before = open_run(store, run_id)
     recorded = open_run(store, run_id, overrides)
     campaign, fingerprint_was = recorded.campaign, recorded.fingerprint
@@ -177,12 +178,12 @@ def resume(run_id: int, overrides: list[str], store: Store, display: Display = Q
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
                 "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
-    loop = Loop(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
+    loop = Driver(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
                 started=started)
     return loop.drive(run_id)
 
 
-def _built(harness: HarnessBase, source: str, what: str) -> BuildReport:
+def _build_or_fail(harness: HarnessBase, source: str, what: str) -> BuildReport:
     harness.check(source)
     build = harness.build(source)
     if not build.ok:
@@ -203,7 +204,7 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     if not checked.ok:
         raise CheckFailed(checked.failure())
     harness.preflight()
-    build = _built(harness, source, kernel)
+    build = _build_or_fail(harness, source, kernel)
     return [assess(harness, source, build) for _ in range(repeat)]
 
 
@@ -233,7 +234,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
     if not harness.profiles:
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
-    outcome = harness.profile(source, _built(harness, source, target))
+    outcome = harness.profile(source, _build_or_fail(harness, source, target))
     if candidate_id is not None and store is not None:  # a recorded candidate: its profile is stored with it
         with store.session() as s:
             s.add(Evaluation(candidate_id=candidate_id, kind=EvalKind.profile, status=outcome.status,

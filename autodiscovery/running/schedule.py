@@ -123,7 +123,7 @@ class Scheduler:
         with a head-to-head)."""
         return 1 if self.parallel == 1 else self.parallel + self.agent.batch
 
-    def run(self, pending: list[Candidate]) -> str:
+    def loop(self, pending: list[Candidate]) -> str:
         """Until a stop rule fires or the agent has nothing more: why the run ended. What is being measured
         then is measured and decided; what was not started stays proposed (a resume takes it up)."""
         devices = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="device")
@@ -288,7 +288,7 @@ class Scheduler:
     def _record(self, proposals: list[Proposal]) -> list[Candidate]:
         """Proposals recorded through the lifecycle: those refused there (by their agent, or as a kernel
         recorded before) shown ended; the others, to be screened and measured."""
-        added = self.life.record(proposals)
+        added = self.life.admit(proposals)
         for _, end in added:
             if end is not None:
                 self.life.announce(end)

@@ -106,7 +106,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
                     continue
                 with store.session() as s:
                     child = validate(row(s, Run, child_id).config, f"campaign of run {child_id}")
-                runner.resume(child_id, _own(overrides), store, display, harness=make_harness(child), stop=stop,
+                runner.resume_run(child_id, _own(overrides), store, display, harness=make_harness(child), stop=stop,
                               allow_new_toolchain=allow_new_toolchain)
             else:
                 child = campaign.entry(entry, f"suite {parent_id}")
@@ -114,7 +114,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
                 if (why := _refuses(child, harness)) is not None:
                     _refused(store, parent_id, child, why)
                 else:
-                    runner.start(None, [], store, display, harness=harness, dry_run=dry_run, stop=stop,
+                    runner.run_campaign(None, [], store, display, harness=harness, dry_run=dry_run, stop=stop,
                                  campaign=child, parent_id=parent_id)
             done += 1
             if not dry_run and i == 0:

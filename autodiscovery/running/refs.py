@@ -43,7 +43,7 @@ def parse(text: str, what: str = "", seq: str = "optional") -> Ref:
 
 
 @dataclass
-class Recorded:
+class PastRun:
     """A run as it was recorded: its config (overrides applied), campaign, fingerprint, harness class."""
 
     run_id: int
@@ -53,7 +53,7 @@ class Recorded:
     harness: type[HarnessBase]
 
 
-def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] = ()) -> Recorded:
+def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] = ()) -> PastRun:
     """Run `run_id` of this database, its campaign validated with `overrides` on top (they are named in
     any error they cause)."""
     with store.session() as s:
@@ -66,4 +66,4 @@ def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] =
     campaign = validate(config, f"run {run_id} config", overrides)
     harness = registry.harness(config.get("harness", {}).get("name", DEFAULT_HARNESS))
     harness = harness.for_config(config)
-    return Recorded(run_id, config, fingerprint, campaign, harness)
+    return PastRun(run_id, config, fingerprint, campaign, harness)

@@ -1,7 +1,9 @@
-"""The loop: observe, hypothesize, implement, measure, keep or revert, until a stop rule fires.
+"""A run driven from its opening to its close: the layer between the commands (`runner.py`) and the
+loop (`Scheduler.loop` in `schedule.py`: observe, hypothesize, implement, measure, keep or revert, until a
+stop rule fires).
 
 A run is opened (its lease taken), what an earlier process measured and did not decide is decided, and
-the scheduler (`schedule.py`) moves every candidate through its lifecycle (`lifecycle.py`) on one device
+the scheduler's loop moves every candidate through its lifecycle (`lifecycle.py`) on one device
 or many, asking the agent for more as it goes. Every step of a candidate is a committed state
 (`ledger.py`): proposed, evaluating (an evaluation row marked `running`), measured, decided. A run cut
 off at any point, kill -9 included, resumes as the same run: an evaluation left `running` is marked
@@ -33,11 +35,11 @@ from autodiscovery.store import (
 )
 from autodiscovery.toolkit.text import first_line
 
-__all__ = ["Display", "Loop", "Quiet", "STOPPED", "Stop", "counted", "source_hash"]
+__all__ = ["Display", "Driver", "Quiet", "STOPPED", "Stop", "counted", "source_hash"]
 
 
 @dataclass
-class Loop:
+class Driver:
     campaign: Campaign
     store: Store
     harness: Harness
@@ -54,7 +56,7 @@ class Loop:
     parent_id: int | None = None
     """The suite a new run tunes one problem of."""
 
-    def start(self, fingerprint: dict) -> int:
+    def new_run(self, fingerprint: dict) -> int:
         ledger = Ledger.create(self.store, self.campaign.name, self.agent.name, self.campaign.model_dump(mode="json"),
                                fingerprint, self.harness.objective, self.parent_id)
         return self.drive(ledger.run_id)
@@ -71,7 +73,7 @@ class Loop:
         self.display.started(run, self.campaign, self.harness)
         self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint))
         try:
-            reason = self._iterate()
+            reason = self._seed_then_loop()
         except RunFailed as exc:
             self._close(RunStatus.failed, f"failed: {first_line(str(exc))}")
             raise
@@ -85,9 +87,9 @@ class Loop:
         self.display.stopped(reason)
         return run_id
 
-    def _iterate(self) -> str:
+    def _seed_then_loop(self) -> str:
         if not self.ledger.candidates():
-            for _, end in self.life.record([self.seed] if self.seed else
+            for _, end in self.life.admit([self.seed] if self.seed else
                                            self.agent.opening(self.campaign, self.ledger.history())):
                 if end is not None:
                     self.life.announce(end)
@@ -97,7 +99,7 @@ class Loop:
         pending = [c for c in self.ledger.candidates() if c.status == CandidateStatus.proposed]
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build") as builds:
             return Scheduler(self.life, self.agent, self.harness.parallel, self.campaign.budget.candidates,
-                             builds).run(pending)
+                             builds).loop(pending)
 
     def _none_passed(self) -> str | None:
         """Why the run ends with no kernel, where no candidate passed: what became of its first (a seed
