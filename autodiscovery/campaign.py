@@ -362,17 +362,20 @@ def validate(data: dict[str, Any], source: str = "campaign", overrides: list[str
     harness it names, each section of `agent:` by the agent it is named after. An error names the
     `--set` (of `overrides`) that gave the bad value, else `source`."""
     from autodiscovery import registry
+    from autodiscovery.roles import declared
 
     harness_data = _section(data, "harness", "harness", source, overrides)
     try:
         harness = registry.harness(harness_data.get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError as exc:
         raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {exc}") from None
-    if not (isinstance(harness.Settings, type) and issubclass(harness.Settings, HarnessSettings)):
-        raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {harness.__name__}.Settings "
+    own = declared(harness)
+    if not (isinstance(own.Settings, type) and issubclass(own.Settings, HarnessSettings)):
+        named = getattr(harness, "__name__", harness.name)  # the class, as its author wrote it
+        raise CampaignError(f"{blame('harness.name', source, overrides)}: harness.name: {named}.Settings "
                             "must be a subclass of autodiscovery.campaign.HarnessSettings (which holds its name)")
-    settings = _model(harness.Settings, harness_data, ("harness",), source, overrides)
-    problem = _model(harness.Problem,
+    settings = _model(own.Settings, harness_data, ("harness",), source, overrides)
+    problem = _model(own.Problem,
                      _section(data, "problem", "problem", source, overrides), ("problem",), source, overrides)
     agent = _agent(_section(data, "agent", "agent", source, overrides), source, overrides)
     try:

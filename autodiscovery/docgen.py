@@ -186,6 +186,7 @@ def campaign_page() -> str:
         SuiteEntry,
         section_of,
     )
+    from autodiscovery.roles import declared
 
     parts = [
         "# Campaign schema",
@@ -206,7 +207,7 @@ def campaign_page() -> str:
         parts += model_sections(agent.Settings, f"agent.{section}", 3, agent.Settings(),
                                 title=f"`agent.{section}`: the {name} agent")
     for name in registry.HARNESSES:
-        harness = registry.harness(name)
+        harness = declared(registry.harness(name))
         parts += model_sections(harness.Settings, "harness", 3, harness.Settings(name=name),
                                 title=f"`harness`: `name: {name}`")
         if harness.Problem is not ProblemBase:

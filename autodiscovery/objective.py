@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -120,17 +120,12 @@ class Column:
         return format(value, self.spec) if self.spec and isinstance(value, (int, float)) else str(value)
 
 
-class HasColumns(Protocol):
-    """A harness, or its class: what it shows beside the objective."""
+def columns(harness: object, view: str, after: bool | None = None) -> list[Column]:
+    """The columns a harness (class or instance) declares (`roles.Declared.columns`) that show in `view`;
+    with `after`, only those on that side of the objective."""
+    from autodiscovery.roles import declared
 
-    @property
-    def columns(self) -> tuple[Column, ...]: ...
-
-
-def columns(harness: HasColumns, view: str, after: bool | None = None) -> list[Column]:
-    """The columns a harness (class or instance: its `columns`) shows in `view`; with `after`, only those
-    on that side of the objective."""
-    return [c for c in harness.columns if view in c.views and (after is None or c.after == after)]
+    return [c for c in declared(harness).columns if view in c.views and (after is None or c.after == after)]
 
 
 @dataclass

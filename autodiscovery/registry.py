@@ -13,7 +13,8 @@ from autodiscovery import AutoDiscoveryError
 
 if TYPE_CHECKING:
     from autodiscovery.campaign import Campaign
-    from autodiscovery.interfaces import AgentBase, HarnessBase
+    from autodiscovery.interfaces import AgentBase
+    from autodiscovery.roles import Evaluating, Kind
 
 HARNESSES = {
     "hopper_gemm": "harnesses.hopper_gemm:HopperGemmHarness",
@@ -42,20 +43,31 @@ def _load(kind: str, name: str, table: dict[str, str]) -> type:
         raise RegistryError(f"{kind} '{name}' cannot be loaded from {spec}: {exc}") from None
 
 
-def harness(name: str) -> type[HarnessBase]:
-    """The harness class named in a campaign's `harness.name`."""
-    return _load("harness", name, HARNESSES)
+def harness(name: str) -> Kind:
+    """The harness class named in a campaign's `harness.name`; refused, naming what it lacks, where it is
+    not one (the members of `Evaluating`) or plays a role only in part (`roles.incomplete`)."""
+    from autodiscovery.roles import Kind, incomplete
+
+    cls = _load("harness", name, HARNESSES)
+    lacks = incomplete(cls) if isinstance(cls, type) else ["it is not a class"]
+    if lacks or not isinstance(cls, Kind):
+        raise RegistryError(f"harness '{name}' cannot be used: {'; '.join(lacks or ['it is not a class'])} "
+                            "(see autodiscovery/roles.py)")
+    return cls
 
 
-def harness_for(config: dict) -> type[HarnessBase]:
+def harness_for(config: dict) -> Kind:
     """The harness class of a campaign's configuration, as loaded or as a run recorded it: the one its
-    `harness.name` names, or the subclass its settings choose (`HarnessBase.for_config`: a baseline that
+    `harness.name` names, or the class it chooses for these settings (`roles.Choosing`: a baseline that
     changes the objective)."""
+    from autodiscovery.roles import Choosing
+
     settings = config.get("harness") or {}
-    return harness(settings.get("name", "hopper_gemm")).for_config(config)
+    cls = harness(settings.get("name", "hopper_gemm"))
+    return cls.for_config(config) if isinstance(cls, Choosing) else cls
 
 
-def make_harness(campaign: Campaign) -> HarnessBase:
+def make_harness(campaign: Campaign) -> Evaluating:
     """The harness a campaign runs with: the class its settings choose, made from it."""
     return harness_for({"harness": campaign.harness.model_dump(mode="json")})(campaign)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from autodiscovery.agents.space import PARTIALS, Space
 from autodiscovery.campaign import SEARCH_SPACES
-from autodiscovery.interfaces import HarnessBase, Outcome
+from autodiscovery.interfaces import Outcome
+from autodiscovery.roles import generic_brief
 from autodiscovery.toolkit.build import BuildReport
 from harnesses.accelsim import AccelsimHarness
 from harnesses.hopper_gemm import HopperGemmHarness
@@ -128,7 +129,7 @@ def recorded_ptx(agent) -> None:
 
 
 @dataclass
-class ReplayHarness(HarnessBase):
+class ReplayHarness:
     space: Space
     recordings: dict[str, dict] = field(default_factory=dict)
     interrupt_after: int | None = None
@@ -158,6 +159,12 @@ class ReplayHarness(HarnessBase):
 
     def prompt_profile(self, seq: int, profile: dict) -> str:
         return gemm_report.prompt_profile(seq, profile)
+
+    def brief(self, fingerprint: dict) -> str:
+        return generic_brief(self.objective)
+
+    def hardware(self, fingerprint: dict, history) -> str:
+        return ""
 
     def __post_init__(self) -> None:
         self.by_hash = source_index(self.space)
@@ -242,7 +249,7 @@ def load_recording(path) -> tuple[dict, dict[str, dict]]:
 
 
 @dataclass
-class SimReplay(HarnessBase):
+class SimReplay:
     """Stands in for the accelsim harness: cycles from recorded results where there are some, else the
     analytical model with a fixed per-configuration perturbation (the simulator is deterministic)."""
 
@@ -333,10 +340,12 @@ class KilledOnce(SimReplay):
         raise AssertionError("unreachable")
 
 
-class RecordedRuns(HarnessBase):
+class RecordedRuns:
     """Stands in for the reference harness with the evaluations a real run recorded: each source the run
     measured gets its recorded outcome; any other (a configuration the run did not reach) a score a little
     under the recorded best. Builds are not run."""
+
+    name = "recorded-runs"
 
     def __init__(self, db) -> None:
         from autodiscovery.store import Run, Store

@@ -102,8 +102,8 @@ def test_a_harness_whose_settings_hold_no_name_is_refused_in_one_line(tmp_path, 
     """A harness's `Settings` subclass `HarnessSettings` (its `name` typed for every reader): one that does
     not is named in the error, before anything runs."""
     (tmp_path / "my_harness.py").write_text(
-        "from autodiscovery.campaign import Strict\nfrom autodiscovery.interfaces import HarnessBase\n\n"
-        "class S(Strict):\n    name: str = 'my_harness:H'\n\nclass H(HarnessBase):\n    Settings = S\n")
+        "from autodiscovery.campaign import Strict\nfrom harnesses.hopper_gemm import HopperGemmHarness\n\n"
+        "class S(Strict):\n    name: str = 'my_harness:H'\n\nclass H(HopperGemmHarness):\n    Settings = S\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "c.yaml").write_text("name: x\nharness: {name: 'my_harness:H'}\n")
     with pytest.raises(campaigns.CampaignError, match=r"c.yaml: line 2: harness.name: H.Settings must be a subclass of "

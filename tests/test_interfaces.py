@@ -1,4 +1,6 @@
-"""The shipped harnesses and agents offer every hook the loop uses, through the two Protocols."""
+"""The agent's Protocol and the harness's roles: the shipped ones play what they implement, a harness of
+evaluating alone is one, a role played in part is refused, and the architecture page says each as the
+code declares it."""
 
 from __future__ import annotations
 
@@ -8,17 +10,17 @@ from pathlib import Path
 import pytest
 
 from autodiscovery import campaign as campaigns
-from autodiscovery import registry
+from autodiscovery import registry, roles
 from autodiscovery.campaign import ProblemBase
-from autodiscovery.interfaces import Agent, Briefing, Fitting, Harness, HarnessBase, Objective, Showing
+from autodiscovery.interfaces import Agent, Objective
 
 
 @pytest.mark.parametrize("name, campaign", [("hopper_gemm", "hopper-gemm"), ("accelsim", "edge-codesign")])
 def test_shipped_harnesses_are_harnesses(name, campaign):
     cls = registry.harness(name)
     harness = cls(campaigns.load(campaign))
-    assert isinstance(harness, Harness) and isinstance(cls.objective, Objective)
-    assert cls.Settings.model_fields["name"].default == name
+    assert isinstance(harness, roles.Evaluating) and isinstance(cls.objective, Objective)
+    assert roles.declared(cls).Settings.model_fields["name"].default == name
 
 
 @pytest.mark.parametrize("kind, campaign, extra", [
@@ -40,52 +42,91 @@ def test_objectives_say_which_way_is_better():
     assert cycles.reached(23000, 24000) and not speed.reached(0.9, 1.0)
 
 
-class Bare(HarnessBase):
+class Bare:
+    """A harness of evaluating alone: the six members of `Evaluating` and a constructor."""
+
     name = "bare"
+    objective = Objective("score", higher_is_better=True, path=("score",))
+
+    def __init__(self, campaign=None) -> None:
+        pass
+
+    def preflight(self, need_gpu: bool = True) -> dict:
+        return {}
+
+    def build(self, source):
+        raise AssertionError("not built here")
+
+    def evaluate(self, source, build, bar=None):
+        raise AssertionError("not measured here")
+
+    def head_to_head(self, challenger, incumbent):
+        raise AssertionError("not measured here")
 
 
-def test_a_harness_declares_what_it_does_not_offer(tmp_path):
-    """The optional capabilities read from the base class, each saying "not here": no problem of its own,
-    no columns, no library, no lineage measured together, no fit, no sanitizer."""
-    assert Bare.Problem is ProblemBase and Bare.columns == () and not Bare.library and Bare.for_config({}) is Bare
-    bare = Bare()
-    assert bare.replay([]) is None and bare.fit("", {}) is None and bare.sanitize("", None) is None
-    with pytest.raises(NotImplementedError, match="bare harness does not write libraries"):
-        Bare.export_library([], tmp_path)
-    assert registry.harness("hopper_gemm").library and not registry.harness("accelsim").library
-    assert registry.harness("accelsim").Problem is not ProblemBase
+class HalfBriefing(Bare):
+    """Tells the LLM agent the task but not the machine: a role played in part."""
+
+    def brief(self, fingerprint: dict) -> str:
+        return "the task"
 
 
-class Lt(Bare):
-    """A bare harness whose objective is another baseline's, where a campaign chooses that one."""
+class NoBuild:
+    name = "no-build"
+    objective = Bare.objective
 
-    for_baseline = "best_lt"
+
+def test_a_harness_plays_the_roles_it_implements_and_no_others():
+    """A harness is what it implements: the bare one evaluates and plays no other role, and what it does
+    not declare reads as the defaults (one at a time, no columns, the settings' base model)."""
+    assert isinstance(Bare(), roles.Evaluating) and roles.played(Bare) == ["Evaluating"]
+    assert roles.declared(Bare) == roles.Declared() and roles.declared(Bare).Problem is ProblemBase
+    assert roles.incomplete(Bare) == []
+    assert roles.played(registry.harness("accelsim")) == [
+        "Evaluating", "Checking", "Replaying", "Summarizing", "Charting", "Doctoring"]
+    gemm = set(roles.played(registry.harness("hopper_gemm")))
+    assert gemm == {r.__name__ for r in roles.ROLES} - {"Summarizing"}
+    assert {"Briefing", "Inspecting", "Sanitizing", "Choosing"} <= set(roles.played(registry.harness("reference")))
+    assert not {"Fitting", "Profiling", "Exporting"} & set(roles.played(registry.harness("reference")))
 
 
-def test_a_baseline_that_changes_the_objective_picks_its_subclass():
-    """The registry's factory makes a campaign's harness as its settings choose it: the subclass that stands
-    for its `harness.baseline`, else the class; a recorded run's class is read from its configuration the
-    same way. No class is swapped behind a constructor: a class made directly is the class asked for."""
+def test_a_role_played_in_part_is_refused_when_the_harness_is_loaded(monkeypatch):
+    """A harness with some of a role's members but not all is refused by the registry, naming the role,
+    what it is for and the members it lacks; one without the members of evaluating, likewise."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "half_harness", sys.modules[__name__])
+    with pytest.raises(registry.RegistryError, match=r"harness 'half_harness:HalfBriefing' cannot be used: Briefing "
+                                                     r"\(the LLM agent's prompts\) lacks build_notes, hardware, "
+                                                     r"prompt_profile"):
+        registry.harness("half_harness:HalfBriefing")
+    with pytest.raises(registry.RegistryError, match=r"Evaluating \(what the loop needs\) lacks build, evaluate, "
+                                                     r"head_to_head, preflight"):
+        registry.harness("half_harness:NoBuild")
+    assert registry.harness("half_harness:Bare") is Bare
+
+
+def test_a_setting_that_changes_the_objective_makes_its_class():
+    """The registry's factory makes a campaign's harness as its settings choose it (`Choosing`): the
+    class for its `harness.baseline`, else the named one; a recorded run's class is read from its
+    configuration the same way. A class made directly is the class asked for."""
     import pickle
 
     lt, gemmex = campaigns.load("hopper-gemm", ["harness.baseline=best_lt"]), campaigns.load("hopper-gemm")
-    assert Bare.for_config(lt.model_dump(mode="json")) is Lt and Bare.for_config({"harness": None}) is Bare
-    assert Bare.for_config(gemmex.model_dump(mode="json")) is Bare
-    assert type(Bare(lt)) is Bare and type(pickle.loads(pickle.dumps(Lt()))) is Lt
     made = registry.make_harness(lt)
-    assert type(made).for_baseline == "best_lt" and made.objective.name == "× best Lt"
+    assert made.objective.name == "× best Lt" and type(made) is not registry.harness("hopper_gemm")
     assert type(registry.make_harness(gemmex)) is registry.harness("hopper_gemm")
     assert registry.harness_for(lt.model_dump(mode="json")) is type(made)
-    assert registry.harness_for(campaigns.load("softmax", ["harness.baseline=compile"]).model_dump(mode="json")).for_baseline \
-        == "compile"
+    assert type(pickle.loads(pickle.dumps(made))) is type(made)
+    compile_ = registry.harness_for(campaigns.load("softmax", ["harness.baseline=compile"]).model_dump(mode="json"))
+    assert compile_.objective.name == "× compile"
 
 
-def test_no_profiler_is_declared_not_probed(tmp_path):
-    """`profile` is an optional capability declared by `profiles`: the bare harness has none, hopper's has."""
-    assert not Bare.profiles and registry.harness("hopper_gemm").profiles
-    assert not registry.harness("accelsim").profiles and not registry.harness("reference").profiles
-    with pytest.raises(NotImplementedError, match="bare harness has no profiler"):
-        Bare().profile("", None)
+def test_a_harness_without_a_profiler_says_so():
+    """`profile` needs a harness that plays `Profiling`: hopper_gemm's does, the others do not."""
+    assert isinstance(registry.harness("hopper_gemm"), roles.Profiling)
+    assert not isinstance(registry.harness("accelsim"), roles.Profiling)
+    assert not isinstance(registry.harness("reference"), roles.Profiling)
 
 
 PAGE = Path(__file__).parent.parent / "docs" / "architecture" / "interfaces.md"
@@ -114,39 +155,30 @@ def _members(cls) -> set[str]:
     return {n for n in names if not n.startswith("_")}
 
 
-def test_the_interfaces_page_names_every_member_of_the_two_protocols_and_nothing_else():
-    """The page's tables list each Protocol's members as interfaces.py declares them: a member added,
+def test_the_interfaces_page_names_every_member_of_the_agent_and_nothing_else():
+    """The Agent table lists the Protocol's members as interfaces.py declares them: a member added,
     renamed or removed in the code fails here until the page says it."""
-    for title, protocol, optional in (("Agent", Agent, {"Settings", "section", "check"}), ("Harness", Harness, set())):
-        table = _table(title)
-        assert _members(protocol) <= table, f"{title}: not on the page: {sorted(_members(protocol) - table)}"
-        extra = table - optional - _members(protocol)
-        assert not extra, f"{title}: on the page, not in the code: {sorted(extra)}"
+    table, optional = _table("Agent"), {"Settings", "section", "check"}
+    assert _members(Agent) <= table, f"not on the page: {sorted(_members(Agent) - table)}"
+    assert not table - optional - _members(Agent), f"on the page, not in the code: {sorted(table - optional - _members(Agent))}"
 
 
-def test_the_interfaces_page_names_every_optional_hook_of_harness_base():
-    """Every public member of `HarnessBase` is named on the page (its tables or its optional hooks): a hook
-    added to the code fails here until the page says what it is."""
-    page = _named(PAGE.read_text())
-    hooks = _members(HarnessBase) - {"name"}
-    assert hooks <= page, f"HarnessBase members the page does not name: {sorted(hooks - page)}"
-
-
-def test_the_narrow_views_are_on_the_page_as_the_code_declares_them():
-    """Each narrow view's row names exactly the members its Protocol declares."""
+def test_the_interfaces_page_names_each_role_with_its_members():
+    """Each row of the roles table names a role and exactly the members its Protocol declares, and every
+    role of the code has its row."""
     rows = {}
-    for line in _section("Narrow views of a harness").splitlines():
+    for line in _section("Roles of a harness").splitlines():
         cells = line.split("|")
-        if line.startswith("| `") and len(cells) > 3:
-            (view,) = _named(cells[1])
-            rows[view] = _named(cells[3])
-    assert set(rows) == {"Briefing", "Fitting", "Showing"}
-    for view, protocol in (("Briefing", Briefing), ("Fitting", Fitting), ("Showing", Showing)):
-        assert rows[view] == _members(protocol), (view, rows[view] ^ _members(protocol))
+        if line.startswith("| `") and len(cells) > 4:
+            (role,) = _named(cells[1])
+            rows[role] = _named(cells[4])
+    assert set(rows) == {r.__name__ for r in roles.ROLES}
+    for role in roles.ROLES:
+        assert rows[role.__name__] == set(roles.members(role)), (role.__name__, rows[role.__name__] ^ set(roles.members(role)))
 
 
-def test_the_shipped_harnesses_offer_every_narrow_view():
-    for name in ("hopper_gemm", "accelsim", "reference"):
-        cls = registry.harness(name)
-        for protocol in (Briefing, Fitting, Showing):
-            assert _members(protocol) <= set(dir(cls)), (name, protocol.__name__)
+def test_the_interfaces_page_names_every_declaration():
+    """What a harness declares of itself (`roles.Declared`) is each a row of its table, with nothing else."""
+    from dataclasses import fields
+
+    assert _table("What a harness declares") == {f.name for f in fields(roles.Declared)}

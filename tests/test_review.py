@@ -16,7 +16,6 @@ import pytest
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
-from autodiscovery.interfaces import HarnessBase
 from autodiscovery.review import report
 from autodiscovery.store import Store
 
@@ -373,12 +372,13 @@ def test_a_co_design_report_has_its_phases_and_model(tmp_path):
     assert '<td class="num">35422</td>' in text  # the baseline's cycles, a number in the page
 
 
-class RecordedGpu(HarnessBase):
+class RecordedGpu:
     """Stands in for the GPU harness in `replay`: each step's figures are its own recorded benchmark,
     scaled per family (to play a slower or faster machine), on a fingerprint that may differ."""
 
     from harnesses.hopper_gemm import HopperGemmHarness
 
+    name = "recorded-gpu"
     objective = HopperGemmHarness.objective
     Problem = HopperGemmHarness.Problem
     columns = HopperGemmHarness.columns

@@ -16,12 +16,13 @@ from autodiscovery.cli import app
 HERE = Path(__file__).parent
 
 
-def campaign_file(tmp_path: Path, agent: str = "{kind: 'toy_harness:ToyAgent'}", **stop) -> Path:
+def campaign_file(tmp_path: Path, agent: str = "{kind: 'toy_harness:ToyAgent'}",
+                  harness: str = "{name: 'toy_harness:ToyHarness', repeats: 20}", **stop) -> Path:
     path = tmp_path / "toy.yaml"
     path.write_text(
         "name: toy-sum\n"
         "description: a Python function summing a list, timed\n"
-        "harness: {name: 'toy_harness:ToyHarness', repeats: 20}\n"
+        f"harness: {harness}\n"
         f"seed: {HERE / 'toy_harness.py'}\n"
         f"agent: {agent}\n"
         "budget: {candidates: 8, minutes: 5}\n"
@@ -90,6 +91,28 @@ def test_a_toy_harness_runs_through_every_command(tmp_path, wide):
     assert json.loads((tmp_path / "best.py.json").read_text())["figures"]["calls_per_s"] > 0
     res = cli("--db", db, "export", "1", "--library", tmp_path / "lib")  # a harness that writes none says so
     assert res.exit_code != 0 and "the toy harness does not write libraries" in res.output
+
+
+def test_a_harness_of_evaluating_alone_runs_the_loop_and_every_review(tmp_path, wide):
+    """`BareToy` has the six members of `Evaluating`, a constructor and nothing else (no base class, no
+    settings model, no check, columns or reports): it runs the loop to a kept kernel, and every review
+    command reads its run, saying what it does not do where it is asked for it."""
+    db = str(tmp_path / "bare.db")
+    res = cli("--db", db, "run", "--campaign", campaign_file(tmp_path, harness="{name: 'toy_harness:BareToy'}"), "--quiet")
+    assert res.exit_code == 0, res.output
+    run = json.loads(cli("--db", db, "show", "1", "--json").output)
+    status = {c["family"]: c["status"] for c in run["candidates"]}
+    assert status["broken"] == "compile_error" and status["wrong"] == "incorrect" and status["builtin"] == "kept"
+    assert run["objective"] == "ms" and run["fingerprint"]["gpu"] == "none (CPU)"
+    for command in (["runs"], ["show", "1"], ["lineage", "1"], ["report", "1"], ["show", "1/2"]):
+        res = cli("--db", db, *command)
+        assert res.exit_code == 0 and " ms" in res.output, (command, res.output)
+    replayed = json.loads(cli("--db", db, "replay", "1", "--json").output)  # measured one by one
+    assert replayed["steps"] and all(s["replayed"]["status"] == "ok" for s in replayed["steps"])
+    res = cli("--db", db, "profile", "1/0")
+    assert res.exit_code != 0 and "the toy_harness:BareToy harness has no profiler" in res.output
+    res = cli("--db", db, "export", "1", "--library", tmp_path / "lib")
+    assert res.exit_code != 0 and "the bare-toy harness does not write libraries" in res.output
 
 
 def test_an_agent_of_its_own_validates_its_own_section(tmp_path):

@@ -22,7 +22,6 @@ from autodiscovery.interfaces import (
     AgentBase,
     Chart,
     Column,
-    HarnessBase,
     Objective,
     Outcome,
     Proposal,
@@ -82,24 +81,19 @@ def _calls_per_s(metrics: dict, _build: dict) -> float | None:
     return 1e3 / metrics["ms"] if metrics.get("ms") else None
 
 
-class ToyHarness(HarnessBase):
-    name = "toy"
-    Settings = ToySettings
+class BareToy:
+    """A harness with only what evaluating needs (`roles.Evaluating`) and a constructor: no base class, no
+    settings of its own (`harness: {name: 'toy_harness:BareToy'}`), no check, no columns, no reports."""
+
+    name = "bare-toy"
     objective = Objective("ms", higher_is_better=False, path=("ms",), spec=".4f", joiner=" ",
                           interval=(("ms_low",), ("ms_high",)), noise=0.5)
-    columns = (Column("calls_per_s", "calls/s", _calls_per_s, ".0f",
-                      frozenset({"live", "candidates", "lineage", "diff", "measure", "replay", "report", "summary"})),
-               Column("bytecode", "bytecode B", lambda m, b: b.get("bytecode_bytes"), "d",
-                      frozenset({"candidates", "lineage"}), after=True))
 
     def __init__(self, campaign) -> None:
-        self.s = campaign.harness
+        self.s = ToySettings()
 
     def preflight(self, need_gpu: bool = True) -> dict:
         return {"gpu": "none (CPU)", "python": platform.python_version()}
-
-    def check(self, source: str) -> None:
-        pass
 
     def build(self, source: str) -> BuildReport:
         key = hashlib.sha256(source.encode()).hexdigest()
@@ -141,6 +135,24 @@ class ToyHarness(HarnessBase):
         r = ratios[2]
         return Outcome(EvalStatus.ok, {"ratio": {"median": r, "ci_low": ratios[0], "ci_high": ratios[-1]}}, "", 0.0, "cpu")
 
+
+class ToyHarness(BareToy):
+    """The bare toy with settings, a check, columns, report tables and a chart (`Checking`,
+    `Summarizing`, `Charting`)."""
+
+    name = "toy"
+    Settings = ToySettings
+    columns = (Column("calls_per_s", "calls/s", _calls_per_s, ".0f",
+                      frozenset({"live", "candidates", "lineage", "diff", "measure", "replay", "report", "summary"})),
+               Column("bytecode", "bytecode B", lambda m, b: b.get("bytecode_bytes"), "d",
+                      frozenset({"candidates", "lineage"}), after=True))
+
+    def __init__(self, campaign) -> None:
+        self.s = campaign.harness
+
+    def check(self, source: str) -> None:
+        pass
+
     # ---- what it adds to the reports ------------------------------------------------------------
     @staticmethod
     def summary_data(store: Store, run_id: int) -> dict | None:
@@ -170,8 +182,9 @@ class ToyHarness(HarnessBase):
 
 
 class SanitizedToy(ToyHarness):
-    """The toy harness with a memory checker before each keep, as a GPU harness has: it finds an error in
-    any variant that calls the builtin `sum` (standing in for a kernel that reads out of bounds)."""
+    """The toy harness with a memory checker before each keep, as a GPU harness has (`Sanitizing`): it
+    finds an error in any variant that calls the builtin `sum` (standing in for a kernel that reads out of
+    bounds)."""
 
     sanitizes = True
 

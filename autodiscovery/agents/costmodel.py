@@ -33,7 +33,7 @@ from autodiscovery.toolkit.text import canon
 
 if TYPE_CHECKING:
     from autodiscovery.campaign import Campaign
-    from autodiscovery.interfaces import Fit, HarnessBase
+    from autodiscovery.roles import Fit, Shown
     from autodiscovery.store import Store
 
 LEAST = 200
@@ -57,7 +57,7 @@ class Lesson:
         return (self.gpu, self.sizes)
 
 
-def lessons(sources: Iterable[tuple[Store, int | None]], harness: type[HarnessBase], space: Space,
+def lessons(sources: Iterable[tuple[Store, int | None]], harness: Shown, space: Space,
             fixed: dict[str, Any], sizes: Iterable[str], not_of: str | None = None) -> list[Lesson]:
     """Every benchmark that passed, of runs of `harness` on problems like this one but for their sizes
     (`fixed`: the other fields), of configurations of `space`'s templated families, in the databases of
@@ -128,14 +128,19 @@ class Fits:
     def _fit(self, lesson: Lesson) -> Fit | None:
         from autodiscovery import registry
         from autodiscovery.campaign import SuiteEntry
+        from autodiscovery.roles import Fitting, Resuming
 
         if lesson.shape not in self._harness:
             at = self.campaign.entry(SuiteEntry(label="lesson", problem=dict(lesson.sizes)), "a lesson's shape")
             h = registry.make_harness(at)
-            h.adopt(lesson.fingerprint)
+            if isinstance(h, Resuming):
+                h.adopt(lesson.fingerprint)
             self._harness[lesson.shape] = h
+        h = self._harness[lesson.shape]
+        if not isinstance(h, Fitting):
+            return None
         try:
-            return self._harness[lesson.shape].fit(self.space.head(lesson.family, lesson.knobs), lesson.knobs)
+            return h.fit(self.space.head(lesson.family, lesson.knobs), lesson.knobs)
         except Exception:  # noqa: BLE001 - a recorded knob value a template no longer renders: no lesson
             return None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -26,7 +26,8 @@ from autodiscovery.agents.prompting import (
     trim,
 )
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import AgentBase, Briefing, Harness, History, Proposal
+from autodiscovery.interfaces import AgentBase, History, Proposal
+from autodiscovery.roles import Checking, Evaluating, declared
 from autodiscovery.store import LlmCall, Store
 
 TEMPERATURE_STEP = 0.2
@@ -51,17 +52,18 @@ class LlmAgent(AgentBase):
         self.rng = random.Random(self.settings.seed)
         self.store: Store | None = None
         self.run_id: int | None = None
-        self.harness: Harness | None = None
+        self.harness: Evaluating | None = None
         """The run's harness, once `bind` gives it."""
         self.fingerprint: dict[str, Any] = {}
         self.client = LlmClient(self.settings, self._log)
 
     # ---- wiring ---------------------------------------------------------------------------------
-    def bind(self, store: Store, run_id: int, harness: Harness, fingerprint: dict) -> None:
+    def bind(self, store: Store, run_id: int, harness: Evaluating, fingerprint: dict,
+             devices: int | None = None) -> None:
         self.store, self.run_id, self.fingerprint = store, run_id, fingerprint
         self.harness = harness
         if self.settings.batch is None:  # one proposal per device, so a pool of GPUs is kept fed
-            self.batch = max(2, harness.parallel)
+            self.batch = max(2, devices or declared(harness).parallel)
         self.rng = random.Random(f"{self.settings.seed}:{run_id}")
 
     def preflight(self) -> None:
@@ -88,7 +90,7 @@ class LlmAgent(AgentBase):
         with ThreadPoolExecutor(max_workers=min(concurrency, n), thread_name_prefix="llm") as pool:
             return list(pool.map(lambda dm: self._one(history, *dm), zip(draws, models)))
 
-    def _bound(self) -> Harness:
+    def _bound(self) -> Evaluating:
         if self.harness is None:
             raise AssertionError("the llm agent asked for its harness before its run bound it")  # a bug of ours
         return self.harness
@@ -99,8 +101,7 @@ class LlmAgent(AgentBase):
 
     def messages(self, history: History, draw: Draw, reserve: int = 0) -> list[dict]:
         """The opening request of a proposal, fitted (with `reserve` tokens to spare) to the context."""
-        # cast: every harness the registry makes is a HarnessBase, which briefs as well as it measures
-        return messages(self.settings, self.fingerprint, cast(Briefing, self._bound()), history, draw, reserve)
+        return messages(self.settings, self.fingerprint, self._bound(), history, draw, reserve)
 
     def _one(self, history: History, draw: Draw, model: LlmModel) -> Proposal:
         parent = draw.parent.record
@@ -166,7 +167,8 @@ class LlmAgent(AgentBase):
         other exception is a bug in the harness and goes up, never to the model as if the kernel caused it."""
         harness = self._bound()
         try:
-            harness.check(source)
+            if isinstance(harness, Checking):
+                harness.check(source)
         except AutoDiscoveryError as exc:  # a manifest or a source the harness refuses
             return str(exc)
         build = harness.build(source)
@@ -174,7 +176,7 @@ class LlmAgent(AgentBase):
 
 
 
-def messages(settings: LlmSettings, fingerprint: dict, harness: Briefing, history: History, draw: Draw,
+def messages(settings: LlmSettings, fingerprint: dict, harness: Evaluating, history: History, draw: Draw,
              reserve: int = 0) -> list[dict]:
     """The system and user messages that open a proposal made from `draw`, the user message fitted to
     agent.llm.context_tokens with `reserve` tokens to spare."""

@@ -14,7 +14,8 @@ from typing import Any
 import jinja2
 
 from autodiscovery.agents.programs import Draw, Entry
-from autodiscovery.interfaces import Briefing, History, Record, columns
+from autodiscovery.interfaces import History, Record, columns
+from autodiscovery.roles import Briefing, Evaluating, generic_brief
 from autodiscovery.store import CandidateStatus
 from autodiscovery.toolkit.manifest import is_triton
 
@@ -41,7 +42,7 @@ def trim(log: str, lines: int = LOG_LINES) -> str:
     return "\n".join(errors[:lines])
 
 
-def score_text(r: Record, harness: Briefing) -> str:
+def score_text(r: Record, harness: Evaluating) -> str:
     """A record's score in the objective, with the harness's prompt figures: '0.877× …, 677.4 TFLOP/s'."""
     if r.score is None:
         return ""
@@ -50,7 +51,7 @@ def score_text(r: Record, harness: Briefing) -> str:
     return ", ".join([harness.objective.format(r.score), *figures])
 
 
-def build_text(b: dict, harness: Briefing) -> str:
+def build_text(b: dict, harness: Evaluating) -> str:
     """The compiler's facts in one line, then the harness's own notes: '168 registers, 0 B static shared
     memory, no spills, 0 B stack, …'."""
     if not b or b.get("registers") is None:
@@ -62,7 +63,7 @@ def build_text(b: dict, harness: Briefing) -> str:
     parts.append(f"{stores} B spill stores, {loads} B spill loads" if stores or loads else "no spills")
     if b.get("stack") is not None:
         parts.append(f"{b['stack']} B stack")
-    return ", ".join([*parts, *harness.build_notes(b)])
+    return ", ".join([*parts, *(harness.build_notes(b) if isinstance(harness, Briefing) else [])])
 
 
 def diff(old: str, new: str, lines: int) -> str:
@@ -99,15 +100,18 @@ class Parts:
 
 class PromptBuilder:
     """Renders the system and user messages of a proposal: the harness says what the task is and what the
-    machine is (`brief`, `hardware`), and how its figures read; the rest is the run's own history."""
+    machine is (`brief`, `hardware`: where it is `Briefing`; else the task in words from its objective), and
+    how its figures read; the rest is the run's own history."""
 
-    def __init__(self, harness: Briefing, fingerprint: dict, attempts_shown: int = 8, diff_lines: int = 40) -> None:
+    def __init__(self, harness: Evaluating, fingerprint: dict, attempts_shown: int = 8, diff_lines: int = 40) -> None:
         self.harness, self.fingerprint = harness, fingerprint
+        self.briefing = harness if isinstance(harness, Briefing) else None
         self.attempts_shown, self.diff_lines = attempts_shown, diff_lines
         self.env = environment()
 
     def system(self) -> str:
-        return self.env.get_template("system.j2").render(brief=self.harness.brief(self.fingerprint))
+        brief = self.briefing.brief(self.fingerprint) if self.briefing else generic_brief(self.harness.objective)
+        return self.env.get_template("system.j2").render(brief=brief)
 
     def _score(self, r: Record) -> str:
         return score_text(r, self.harness)
@@ -149,11 +153,12 @@ class PromptBuilder:
     def user(self, history: History, draw: Draw, parts: Parts, variant_note: bool) -> str:
         parent, incumbent = draw.parent.record, history.incumbent or draw.parent.record
         return self.env.get_template("propose.j2").render(**{
-            "hardware": self.harness.hardware(self.fingerprint, history),
+            "hardware": self.briefing.hardware(self.fingerprint, history) if self.briefing else "",
             "parent": {"seq": parent.seq, "role": draw.parent.role, "family": parent.family or "?",
                        "score": self._score(parent) or "not measured", "build": build_text(parent.build, self.harness),
                        "source": parent.source.strip(), "lang": language(parent.source),
-                       "profile": self.harness.prompt_profile(parent.seq, parent.profile) if parent.profile else ""},
+                       "profile": self.briefing.prompt_profile(parent.seq, parent.profile)
+                                  if parent.profile and self.briefing else ""},
             "incumbent": {"seq": incumbent.seq, "score": self._score(incumbent) or "not measured"},
             "from_incumbent": parent.seq == incumbent.seq,
             "lineage": parts.lineage, "inspirations": parts.inspirations, "attempts": parts.attempts,

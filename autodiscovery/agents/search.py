@@ -32,7 +32,8 @@ from autodiscovery.agents.search_settings import SearchSettings
 from autodiscovery.agents.shape_order import FIT_GAIN, ShapeOrder, nearest_others
 from autodiscovery.agents.space import Family, Space
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import AgentBase, Harness, History, Proposal, Record
+from autodiscovery.interfaces import AgentBase, History, Proposal, Record
+from autodiscovery.roles import Evaluating, Fitting, declared
 from autodiscovery.store import CandidateStatus, Store
 from autodiscovery.toolkit.text import canon
 
@@ -52,8 +53,8 @@ SEED_ONLY = ("nothing to propose beyond the seed: to improve it, name a search s
 def _own_space(campaign: Campaign) -> Space:
     """The space of a campaign that names none: its harness's, or, where the harness has none (the
     reference harness), the seed alone."""
-    harness = registry.harness(campaign.harness.name)
-    return Space(harness.space) if harness.space is not None else Space.of_seed(campaign.seed_path())
+    own = declared(registry.harness(campaign.harness.name)).space
+    return Space(own) if own is not None else Space.of_seed(campaign.seed_path())
 
 
 def _settings(knobs: dict[str, Any]) -> str:
@@ -70,7 +71,7 @@ class SearchAgent(AgentBase):
         self.batch_setting = s.batch
         self.batch = s.batch or 4
         self.space = Space(s.space) if s.space else _own_space(campaign)
-        if s.space is None and registry.harness(campaign.harness.name).space is None:
+        if s.space is None and declared(registry.harness(campaign.harness.name)).space is None:
             self.exhausted_reason = SEED_ONLY
         self.space.fits(registry.harness(campaign.harness.name))  # another harness's space: refused now
         self.seed = s.seed
@@ -107,9 +108,10 @@ class SearchAgent(AgentBase):
         seconds = SEED_LAUNCHES * work / (rate * 1e12)
         return "top" if seconds > START_SHARE * campaign.budget.minutes * 60 else "bottom"
 
-    def bind(self, store: Store | None, run_id: int, harness: Harness, fingerprint: dict) -> None:
-        self.fits.harness = harness
-        self.devices = harness.parallel
+    def bind(self, store: Store | None, run_id: int, harness: Evaluating, fingerprint: dict,
+             devices: int | None = None) -> None:
+        self.fits.harness = harness if isinstance(harness, Fitting) else None
+        self.devices = devices or declared(harness).parallel
         sources: list[warm.Source] = [(store, run_id)] if store is not None else []
         sources += [(kernels, None) for kernels in self.kernels]
         picks: list[warm.Best] = []
@@ -119,7 +121,7 @@ class SearchAgent(AgentBase):
             self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
         self.warm += [p for p in picks if (p[0], canon(p[1])) not in {(f, canon(k)) for f, k, _ in self.warm}]
         if self.batch_setting is None:
-            self.batch = max(4, harness.parallel)
+            self.batch = max(4, self.devices)
 
     def seed_proposal(self, campaign: Campaign) -> Proposal:
         seed = super().seed_proposal(campaign)

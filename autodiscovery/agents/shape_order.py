@@ -1,6 +1,6 @@
 """The order the harness's fit of the run's shape gives the search agent's moves.
 
-A harness may offer `fit(source, knobs)` (`interfaces.Fit`): an estimate of a configuration's time at the run's shape
+A harness may offer `fit(source, knobs)` (`roles.Fitting`): an estimate of a configuration's time at the run's shape
 (its tiles, waves and work per SM), with `describe()` in words. Where the search learnt a cost model
 from the recorded benchmarks (`costmodel.py`), each fit's estimate is the model's correction of it. The search agent asks it where a
 structural move should start in a family (`start`: the default, or a setting of the family's shape
@@ -18,7 +18,7 @@ from autodiscovery.toolkit.text import canon
 
 if TYPE_CHECKING:
     from autodiscovery.agents.costmodel import CostModel
-    from autodiscovery.interfaces import Fitting
+    from autodiscovery.roles import Fitting
 
 FIT_GAIN = 0.1
 """A structural move leaves a family's default for another setting of its shape knobs only when the

@@ -26,7 +26,7 @@ from autodiscovery.toolkit.expr import ExprError, compiled, run
 from autodiscovery.toolkit.manifest import MANIFEST_RE
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import HarnessBase
+    from autodiscovery.roles import Shown
 
 
 class SpaceError(AutoDiscoveryError):
@@ -250,9 +250,14 @@ class Space:
         space.families = {stem: Family(name=stem, rung=1, summary="the campaign's seed", source=seed.name)}
         return space
 
-    def fits(self, harness: type[HarnessBase]) -> None:
-        """Raise a SpaceError in one line where a family's kernel is not one `harness` can launch (its
-        default rendered, its manifest read by the harness): the space of another harness."""
+    def fits(self, harness: Shown) -> None:
+        """Raise a SpaceError in one line where a family's kernel is not one `harness` (its class) can
+        launch (its default rendered, its manifest read by the harness: `Inspecting`): the space of another
+        harness. A harness that reads no manifest is not asked."""
+        from autodiscovery.roles import Inspecting
+
+        if not isinstance(harness, Inspecting):
+            return
         for fam in self.ladder():
             try:
                 source = self.render(fam.name, fam.default)

@@ -118,7 +118,6 @@ def _bests_in(store: Store, run_id: int | None, problem: Problem, space: Space) 
     sizes = set(problem.sizes)
     fixed = {k: v for k, v in problem.fields.items() if k not in sizes}
     named = "" if run_id is not None else f" in {_named(store)}"
-    harness = registry.harness(problem.harness)
     found: list[_Recorded] = []
     with store.session() as s:
         for run in s.query(Run).filter(Run.id != (run_id or -1), Run.best_candidate_id.is_not(None)):
@@ -137,7 +136,7 @@ def _bests_in(store: Store, run_id: int | None, problem: Problem, space: Space) 
             if fam is None or not fam.template or not set(best.knobs) <= set(fam.knobs):
                 continue
             distance = sum(abs(math.log(recorded[k] / v)) for k, v in problem.sizes.items()) + OTHER_GPU * sibling
-            objective = harness.for_config(config).objective  # as that run measured
+            objective = registry.harness_for(config).objective  # as that run measured
             value = objective.read(best.measurement.metrics) if best.measurement else None
             there = f", {objective.format(value)} there" if isinstance(value, int | float) else ""
             where = "×".join(str(recorded[k]) for k in problem.sizes) + (f" on {gpu}" if sibling else "")

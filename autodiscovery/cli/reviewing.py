@@ -28,6 +28,7 @@ from autodiscovery.cli.common import (
 from autodiscovery.review import candidate as candidate_view
 from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
+from autodiscovery.roles import ShowingProfiles
 from autodiscovery.running import runner
 from autodiscovery.running.refs import parse
 from autodiscovery.status import Sanitized
@@ -111,7 +112,8 @@ def show(
     for line in candidate_view.lines(data, harness, console.width):
         console.print(escape(line), highlight=False, soft_wrap=True)
     for e in data["evaluations"]:
-        if e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok and "profile" in e["metrics"]:
+        if (isinstance(harness, ShowingProfiles) and e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok
+                and "profile" in e["metrics"]):
             section = harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"])
             if section is not None:
                 console.print(display.sections_table([section]))

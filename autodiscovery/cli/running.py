@@ -29,6 +29,7 @@ from autodiscovery.cli.common import (
     store,
 )
 from autodiscovery.review import display, exports, live, report
+from autodiscovery.roles import Exporting, ShowingProfiles
 from autodiscovery.running import runner, suite
 from autodiscovery.running.driver import Stop
 from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus, Store
@@ -214,7 +215,7 @@ def _suite(loaded: campaigns.Campaign | None, resume: int | None, overrides: lis
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
-    library = report.harness_class(db, run_id).library
+    library = isinstance(report.harness_class(db, run_id), Exporting)
     say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `{hint(f'report {run_id}', given)}`"
         + (f"; `{hint(f'export {run_id} --library DIR', given)}` writes its best kernels as a library."
            if library else "."))
@@ -264,7 +265,7 @@ def profile(
         raise AutoDiscoveryError(f"{label}: {outcome.status}: {outcome.log.splitlines()[0] if outcome.log else ''}")
     if as_json:
         return emit_json(outcome.metrics["profile"])
-    section = harness.profile_section(label, outcome.metrics["profile"])
+    section = harness.profile_section(label, outcome.metrics["profile"]) if isinstance(harness, ShowingProfiles) else None
     if section is not None:
         console.print(display.sections_table([section]))
 

@@ -24,11 +24,13 @@ def doctor(campaign: Annotated[str, typer.Option(help="Campaign whose tools to c
     """Check the tools a campaign needs (nvcc, the driver, the GPU; the simulator for edge-codesign), say
     what to set, then which shipped campaigns this machine is ready for."""
     from autodiscovery.review.display import compact
+    from autodiscovery.roles import Doctoring
     from autodiscovery.running.runner import readiness
 
     c = campaigns.load(campaign)
     with console.status(f"checking what {c.name} needs"):
-        rows = registry.harness(c.harness.name).doctor(c)  # (tool, where found, hint, needed)
+        cls = registry.harness(c.harness.name)
+        rows = cls.doctor(c) if isinstance(cls, Doctoring) else []  # (tool, where found, hint, needed)
     if as_json:
         emit_json([{"tool": what, "found": path, "if_missing": None if path else hint, "needed": needed}
                    for what, path, hint, needed in rows])

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from autodiscovery.status import EvalKind, EvalStatus
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import Objective, Showing
+    from autodiscovery.interfaces import Objective
+    from autodiscovery.roles import Shown
 
 HYPOTHESIS_LINES = 6
 DECISION_LINES = 3
@@ -59,7 +60,7 @@ def evaluation_line(e: dict, objective: Objective, width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def lines(data: dict, harness: Showing | type[Showing], width: int) -> list[str]:
+def lines(data: dict, harness: Shown, width: int) -> list[str]:
     """The candidate, as plain lines no wider than `width` (the caller prints them and the hints)."""
     width = max(40, width)
     out = [f"run {data['run']} candidate #{data['seq']} · {data['family']} · {data['status']} · {data['proposer']}"]

@@ -1,4 +1,4 @@
-"""The report's charts in one style, for the core and for a harness's own charts (`Harness.charts`):
+"""The report's charts in one style, for the core and for a harness's own charts (`roles.Charting`):
 matplotlib without a display, the colours of kept, reverted and failed candidates, legends that name
 only what is drawn, bar labels that keep clear of a baseline's line, and figures written as SVG or PNG."""
 

@@ -11,8 +11,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from autodiscovery.interfaces import Objective, Section, Showing, columns
-from autodiscovery.objective import Column, HasColumns
+from autodiscovery.interfaces import Objective, Section, columns
+from autodiscovery.objective import Column
+from autodiscovery.roles import Shown, declared, identity
 from autodiscovery.status import CandidateStatus as C
 from autodiscovery.status import EvalStatus
 
@@ -32,12 +33,12 @@ def interval(objective: Objective, low: float | None, high: float | None, spec: 
     return f"{low:{spec}}–{high:{spec}}" if low is not None and high is not None else "–"
 
 
-def figure_cells(harness: HasColumns, view: str, figures: dict, after: bool) -> list[str]:
+def figure_cells(harness: object, view: str, figures: dict, after: bool) -> list[str]:
     """The texts of a harness's columns of `view` on one side of the objective, from a row's figures."""
     return [c.text(figures.get(c.key)) for c in columns(harness, view, after)]
 
 
-def figure_heads(harness: HasColumns, view: str, after: bool, suffix: str = "") -> list[str]:
+def figure_heads(harness: object, view: str, after: bool, suffix: str = "") -> list[str]:
     return [c.label + suffix for c in columns(harness, view, after)]
 
 
@@ -91,10 +92,10 @@ def one_line(text: str | None) -> str:
     return escape(" ".join((text or "").split()))
 
 
-def where(fingerprint: dict, harness: Showing | type[Showing], width: int = 80) -> str:
+def where(fingerprint: dict, harness: Shown, width: int = 80) -> str:
     """Where a run ran: the device and the toolchain its measurements depend on, in lines of `width` that
     break between two facts, never inside one."""
-    facts = harness.identity(fingerprint)
+    facts = identity(harness, fingerprint)
     parts = [f"on {facts.pop('gpu', None) or 'no GPU'}"]
     for k, v in facts.items():
         text = str(v)
@@ -111,7 +112,7 @@ def where(fingerprint: dict, harness: Showing | type[Showing], width: int = 80) 
     return "\n".join(escape(line) for line in lines)
 
 
-def lineage_table(run_id: int, rows: list[dict], harness: Showing | type[Showing],
+def lineage_table(run_id: int, rows: list[dict], harness: Shown,
                   whole_hint: str | None = None) -> tuple[Table, str, Table]:
     """The kept chain, a row a step, the figures whole at 80 columns; then a heading (a message line: print
     it unwrapped) and each step's hypothesis cut to a line (`whole_hint`, `show RUN/SEQ` by default, gives
@@ -155,7 +156,7 @@ def tree(run_id: int, rows: list[dict]) -> Tree:
     return root
 
 
-def diff_table(data: dict, harness: Showing | type[Showing]) -> Table:
+def diff_table(data: dict, harness: Shown) -> Table:
     a, b = data["a"], data["b"]
     t = Table(title=f"{a['ref']} against {b['ref']}: +{data['lines_added']} −{data['lines_removed']} lines")
     for col in ("", a["ref"], b["ref"]):
@@ -172,7 +173,7 @@ def diff_table(data: dict, harness: Showing | type[Showing]) -> Table:
     return t
 
 
-def candidates_table(rows: list[dict], harness: Showing | type[Showing]) -> Table:
+def candidates_table(rows: list[dict], harness: Shown) -> Table:
     """Every candidate, a line each at 80 columns: its decision cut to what is left of the line."""
     compiled = any(r.get("registers") is not None for r in rows)
     heads = ["#", "family", "proposer", "status", *figure_heads(harness, "candidates", False),
@@ -185,7 +186,7 @@ def candidates_table(rows: list[dict], harness: Showing | type[Showing]) -> Tabl
     return whole(compact("candidates"), cells, heads, cut="decision")
 
 
-def measure_table(kernel: str, outcomes: list, harness: Showing | type[Showing]) -> Table:
+def measure_table(kernel: str, outcomes: list, harness: Shown) -> Table:
     """Each measurement of one kernel file: its status, the objective with its interval and the harness's
     columns, how long the evaluation took, and why it failed where it did."""
     objective = harness.objective
@@ -221,7 +222,7 @@ def llm_table(rows: list[dict]) -> Table:
     return t
 
 
-def replay_table(data: dict, harness: Showing | type[Showing]) -> Table:
+def replay_table(data: dict, harness: Shown) -> Table:
     """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise."""
     objective = harness.objective
     exact = objective.interval is None
@@ -259,7 +260,7 @@ def fingerprints_table(data: dict) -> Table:
     return t
 
 
-def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Showing | type[Showing]) -> Table:
+def ladder_table(problem: str, run_id: int, rows: list[dict], harness: Shown) -> Table:
     """Each family's best at one problem: its configuration folds, the figures stay whole."""
     objective = harness.objective
     t = Table(title=f"ladder at {problem} (run {run_id}): each family's best", box=box.SIMPLE_HEAD,
@@ -289,8 +290,8 @@ class _Shown:
 
     columns: tuple[Column, ...]
 
-    def __init__(self, harness: Showing | type[Showing], keys: set[str]) -> None:
-        self.columns = tuple(c for c in harness.columns if c.key in keys)
+    def __init__(self, harness: Shown, keys: set[str]) -> None:
+        self.columns = tuple(c for c in declared(harness).columns if c.key in keys)
 
 
 def dispatch_table(data: dict) -> Table:

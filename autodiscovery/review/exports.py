@@ -9,6 +9,7 @@ from pathlib import Path
 from autodiscovery.interfaces import columns
 from autodiscovery.objective import Objective
 from autodiscovery.review.report import NotFound, _metrics, _run, candidate_row, harness_of, tally
+from autodiscovery.roles import Exporting
 from autodiscovery.status import Sanitized
 from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run, Store, Verdict
 
@@ -119,18 +120,19 @@ def library(store: Store, run_ids: list[int], folder: Path) -> dict:
     from autodiscovery.running.suite import runs_of
 
     run_ids = list(dict.fromkeys(run_ids))
-    items, harness, named = [], None, None
+    items, named, name = [], None, ""
+    harness: Exporting | None = None
     with store.session() as s:
         for run_id in run_ids:
             parent = _run(s, run_id)
             runs = runs_of(s, parent) if (parent.config or {}).get("suite") else {parent.campaign: parent}
             this = harness_of(parent)
-            if not this.library:
+            if not isinstance(this, Exporting):
                 raise NotFound(f"run {run_id}: the {this.name} harness does not write libraries")
-            if harness is not None and this.name != harness.name:
+            if harness is not None and this.name != name:
                 raise NotFound(f"run {run_id} was measured by the {this.name} harness and run {named} by "
-                               f"{harness.name}: a library holds one harness's kernels")
-            harness, named = this, run_id
+                               f"{name}: a library holds one harness's kernels")
+            harness, name, named = this, this.name, run_id
             for label, run in runs.items():
                 if run.best is None:
                     continue

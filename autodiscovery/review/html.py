@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from autodiscovery.interfaces import Showing, columns
+from autodiscovery.interfaces import columns
 from autodiscovery.review import report
 from autodiscovery.review.charts import (
     BASELINE,
@@ -33,6 +33,7 @@ from autodiscovery.review.charts import (
     legend,
     pyplot,
 )
+from autodiscovery.roles import Charting, Shown
 from autodiscovery.store import CandidateStatus, EvalKind, EvalStatus, Store, Verdict
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -101,7 +102,7 @@ def collect(store: Store, run_id: int) -> dict:
             "registers": any(r.get("registers") is not None for r in chain)}
 
 
-def figures(data: dict, harness: type[Showing], only: set[str] | None = None) -> Figures:
+def figures(data: dict, harness: Shown, only: set[str] | None = None) -> Figures:
     """The core's charts, then the harness's (one named like a core chart replaces it); with `only`, just
     the core's charts of those names (what a live page draws again)."""
     plt = pyplot()
@@ -203,7 +204,7 @@ def figures(data: dict, harness: type[Showing], only: set[str] | None = None) ->
         return figs
 
     # ---- the harness's own ---------------------------------------------------------------------------
-    for chart in harness.charts(data):
+    for chart in harness.charts(data) if isinstance(harness, Charting) else []:
         if chart.name in figs.figs:
             plt.close(figs.figs[chart.name])
         figs.figs[chart.name] = chart.figure
@@ -281,7 +282,7 @@ def _svgs(figs: Figures, data: dict) -> tuple[dict[str, Markup], list[tuple[str,
             [(name, figs.titles.get(name) or name) for name in figs.figs if name not in attached])
 
 
-def charts(data: dict, harness: type[Showing], only: set[str] | None = None) -> tuple[dict[str, Markup], list[tuple[str, str]]]:
+def charts(data: dict, harness: Shown, only: set[str] | None = None) -> tuple[dict[str, Markup], list[tuple[str, str]]]:
     """The run's charts (with `only`, those of the core named) as inline SVG, and the headings of those no
     table introduces: what `report --out` and `serve` both show."""
     with DRAWING:

@@ -21,8 +21,9 @@ from rich.progress import (
 from rich.table import Table
 
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Harness, columns
+from autodiscovery.interfaces import columns
 from autodiscovery.review.display import STATUS_STYLE, figure_cells, figure_heads, fmt
+from autodiscovery.roles import Evaluating
 from autodiscovery.status import CandidateStatus, EvalStatus, Verdict
 from autodiscovery.store import Run
 
@@ -42,9 +43,9 @@ class LiveDisplay:
                                  TimeElapsedColumn(), console=self.console)
         self.task: TaskID | None = None
         self.live: Live | None = None
-        self.harness: Harness | None = None
+        self.harness: Evaluating | None = None
 
-    def _shown(self) -> Harness:
+    def _shown(self) -> Evaluating:
         if self.harness is None:
             raise RuntimeError("the live view shows a run once it has started")
         return self.harness
@@ -62,7 +63,7 @@ class LiveDisplay:
         header = Panel(f"best so far: {self.best}    {self.note}", title=self.title, expand=True)
         return Group(header, self.progress, table)
 
-    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None:
+    def started(self, run: Run, campaign: Campaign, harness: Evaluating) -> None:
         self.harness = harness
         self.title = " · ".join(filter(None, [f"run {run.id}", campaign.name, campaign.problem.describe()]))
         self.task = task = self.progress.add_task("candidates", total=campaign.budget.candidates)

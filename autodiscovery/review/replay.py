@@ -14,8 +14,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from autodiscovery import AutoDiscoveryError
-from autodiscovery.interfaces import HarnessBase, Objective, columns
+from autodiscovery.interfaces import Objective, columns
 from autodiscovery.review import report
+from autodiscovery.roles import Evaluating, Replaying, identity
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.refs import open_run
 from autodiscovery.running.runner import workers
@@ -31,7 +32,7 @@ def noise(objective: Objective, recorded: dict, replayed: dict, rec: float | Non
     return max(objective.noise, 3 * halves)
 
 
-def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (), harness: HarnessBase | None = None,
+def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (), harness: Evaluating | None = None,
            progress: Callable[[str], None] = lambda _: None) -> dict:
     """Measure a run's best lineage again, on this machine, beside the recorded figures."""
     recorded = open_run(store, run_id, overrides)
@@ -54,8 +55,8 @@ def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (
     with ThreadPoolExecutor(max_workers=workers(harness)) as pool:
         builds = list(pool.map(harness.build, sources))
     progress(f"measuring {len(rows)} steps")
-    outcomes = harness.replay(list(zip(sources, builds)))
-    if outcomes is None:
+    outcomes = harness.replay(list(zip(sources, builds))) if isinstance(harness, Replaying) else None
+    if outcomes is None:  # measured one by one, as `evaluate` measures them
         outcomes = []
         for i, (src, b) in enumerate(zip(sources, builds)):
             progress(f"measuring step {i + 1} of {len(rows)}")
@@ -79,7 +80,7 @@ def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (
             "delta": delta, "noise": allowed,
             "flag": out.status != EvalStatus.ok or delta is None or abs(delta) > allowed,
         })
-    was, now = harness.identity(recorded.fingerprint), harness.identity(fingerprint)
+    was, now = identity(harness, recorded.fingerprint), identity(harness, fingerprint)
     differences = {k: [was[k], now[k]] for k in was if k in now and was[k] != now[k]}
     return {"run": run_id, "campaign": recorded.campaign.name, "objective": objective.name,
             "recorded_fingerprint": recorded.fingerprint, "fingerprint": fingerprint, "differences": differences,

@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS
-from autodiscovery.interfaces import HarnessBase, Objective, Section, Showing, columns
+from autodiscovery.interfaces import Objective, Section, columns
 from autodiscovery.review.display import sections_table
+from autodiscovery.roles import Choosing, Shown, Summarizing, declared
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.refs import parse
 from autodiscovery.store import (
@@ -36,38 +37,38 @@ class NotFound(AutoDiscoveryError):
     pass
 
 
-class Unknown(HarnessBase):
+class Unknown:
     """Stands in for a harness that cannot be loaded here: its runs read, with a bare score."""
 
     name = "unknown"
     objective = UNKNOWN
 
 
-def harness_of(run: Run) -> type[HarnessBase]:
+def harness_of(run: Run) -> Shown:
     """The class of the harness that measured a run (`Unknown` if it cannot be loaded here)."""
     try:
         cls = registry.harness(run.config.get("harness", {}).get("name", DEFAULT_HARNESS))
     except AutoDiscoveryError:
         return Unknown
-    return cls.for_config(run.config)
+    return cls.for_config(run.config) if isinstance(cls, Choosing) else cls
 
 
 def objective_of(run: Run) -> Objective:
     return harness_of(run).objective
 
 
-def harness_class(store: Store, run_id: int) -> type[HarnessBase]:
+def harness_class(store: Store, run_id: int) -> Shown:
     with store.session() as s:
         return harness_of(_run(s, run_id))
 
 
-def figures(harness: type[Showing], metrics: dict | None, build: dict | None, view: str | None = None) -> dict[str, Any]:
+def figures(harness: Shown, metrics: dict | None, build: dict | None, view: str | None = None) -> dict[str, Any]:
     """The values of a harness's columns (those of `view`, or all) for one measurement and build."""
-    cols = [c for c in harness.columns if view is None or view in c.views]
+    cols = [c for c in declared(harness).columns if view is None or view in c.views]
     return {c.key: c.value(metrics, build) for c in cols}
 
 
-def _metrics(c: Candidate, harness: type[Showing]) -> dict[str, Any]:
+def _metrics(c: Candidate, harness: Shown) -> dict[str, Any]:
     ev = c.measurement
     m = ev.metrics if ev is not None and ev.status == EvalStatus.ok else {}
     objective = harness.objective
@@ -141,7 +142,7 @@ def _run_row(run: Run) -> dict:
     }
 
 
-def summary_text(harness: type[Showing], row: dict) -> str:
+def summary_text(harness: Shown, row: dict) -> str:
     """A best's score with the harness's summary figures: '1.009× …, 776.2 TFLOP/s'."""
     if row.get("score") is None:
         return "–"
@@ -163,7 +164,7 @@ def tally_text(t: dict[str, int]) -> str:
     return f"{t['evaluated']} evaluated" + (f", {t['proposed']} left proposed" if t["proposed"] else "")
 
 
-def candidate_row(c: Candidate, harness: type[Showing]) -> dict:
+def candidate_row(c: Candidate, harness: Shown) -> dict:
     b = c.build
     return {
         "run": c.run_id, "seq": c.seq, "id": c.id, "parent_seq": c.parent.seq if c.parent else None,
@@ -231,6 +232,8 @@ def sections(store: Store, run_id: int) -> tuple[list[Section], dict | None]:
     """What the run's harness adds to a report: (its tables, their data or None)."""
     with store.session() as s:
         cls = harness_of(_run(s, run_id))
+    if not isinstance(cls, Summarizing):
+        return [], None
     data = cls.summary_data(store, run_id)
     return (cls.summary(run_id, data) if data else []), data
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import HarnessBase
+from autodiscovery.roles import Checking, Evaluating, Inspecting
 from autodiscovery.toolkit import cubin
 from autodiscovery.toolkit.nvcc import ToolchainError
 from autodiscovery.toolkit.text import plural
@@ -59,7 +59,7 @@ class KernelCheck:
         self.steps.append(Step(ok, name, text, detail, note))
 
 
-def check_file(kernel: str | Path, campaign: Campaign, harness: HarnessBase | None = None) -> KernelCheck:
+def check_file(kernel: str | Path, campaign: Campaign, harness: Evaluating | None = None) -> KernelCheck:
     """`check_source` of a kernel file; AutoDiscoveryError where there is no such file."""
     path = Path(kernel)
     if not path.is_file():
@@ -67,31 +67,38 @@ def check_file(kernel: str | Path, campaign: Campaign, harness: HarnessBase | No
     return check_source(path.read_text(), str(kernel), campaign, harness)
 
 
-def check_source(source: str, label: str, campaign: Campaign, harness: HarnessBase | None = None) -> KernelCheck:
+def check_source(source: str, label: str, campaign: Campaign, harness: Evaluating | None = None) -> KernelCheck:
     """Every step a candidate's source goes through before a GPU sees it, against `campaign`."""
     harness = harness or registry.make_harness(campaign)
     report = KernelCheck(label, campaign.name)
     name = Path(label).name
     try:
-        manifest = harness.manifest(source)
+        manifest = harness.manifest(source) if isinstance(harness, Inspecting) else None
     except AutoDiscoveryError as exc:
         report.add(False, "manifest", str(exc))
         return report
     if manifest is not None:
         report.add(True, "manifest", f"manifest read as the {harness.name} harness reads one")
     problem = campaign.problem.describe() or campaign.name
-    try:
-        plan = harness.check(source)
-    except AutoDiscoveryError as exc:
-        report.add(False, "plan", f"at {problem}: {exc}")
-        return report
+    if not isinstance(harness, Checking):
+        report.add(True, "plan", f"skipped: the {harness.name} harness checks nothing before a build", note=True)
+        plan = None
+    else:
+        try:
+            plan = harness.check(source)
+        except AutoDiscoveryError as exc:
+            report.add(False, "plan", f"at {problem}: {exc}")
+            return report
     sizes = ", ".join(f"{k}={v}" for k, v in campaign.problem.names().items())
     requires = list(manifest.requires) if manifest is not None else []  # none for a whole program
     held = f"; requires {', '.join(requires)} hold{'s' if len(requires) == 1 else ''}" if requires else ""
-    report.add(True, "plan", f"launch plan at {problem}" + (f" ({sizes})" if sizes else "") + held)
-    for line, checked in harness.check_notes():
-        report.add(True, "module", line, note=not checked)
-    entries = harness.entries(plan)
+    if isinstance(harness, Checking):
+        report.add(True, "plan", f"launch plan at {problem}" + (f" ({sizes})" if sizes else "") + held)
+    entries = []
+    if isinstance(harness, Inspecting):
+        for line, checked in harness.check_notes():
+            report.add(True, "module", line, note=not checked)
+        entries = harness.entries(plan)
     trusted = sorted({name for e in entries for name in e.trusted})
     if trusted:
         report.add(True, "names", f"{', '.join(trusted)}: neither an input, an output nor a scratch buffer, taken to "

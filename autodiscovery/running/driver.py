@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from autodiscovery import RunFailed
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Agent, Harness, Proposal
+from autodiscovery.interfaces import Agent, Proposal
+from autodiscovery.roles import Evaluating, declared
 from autodiscovery.running import lease
 from autodiscovery.running.decide import STOPPED
 from autodiscovery.running.lease import Stop
@@ -42,7 +43,7 @@ __all__ = ["Display", "Driver", "Quiet", "STOPPED", "Stop", "counted", "source_h
 class Driver:
     campaign: Campaign
     store: Store
-    harness: Harness
+    harness: Evaluating
     agent: Agent
     display: Display = field(default_factory=Quiet)
     workers: int = 2
@@ -55,6 +56,13 @@ class Driver:
     """A new run's first candidate (a recorded one it continues, `--from`); none: the agent's opening."""
     parent_id: int | None = None
     """The suite a new run tunes one problem of."""
+    runs: Evaluating | None = None
+    """Where the evaluations run (`executors.wrap`: Ray tasks, say); None: the harness itself."""
+
+    @property
+    def parallel(self) -> int:
+        """Evaluations at once: where they run says (a Ray cluster's devices), else the harness."""
+        return declared(self.runs or self.harness).parallel
 
     def new_run(self, fingerprint: dict) -> int:
         ledger = Ledger.create(self.store, self.campaign.name, self.agent.name, self.campaign.model_dump(mode="json"),
@@ -68,10 +76,10 @@ class Driver:
         self.ledger = Ledger(self.store, run_id, self.harness.objective, lambda: 0.0)
         run = self.ledger.open(self.owner, lease.claim)
         self.ledger.elapsed = lambda: run.elapsed_s + time.monotonic() - t0
-        self.life = Lifecycle(self.ledger, self.harness, self.campaign, self.dry_run, Devices(self.harness.parallel),
-                              self.display, self.stop)
+        self.life = Lifecycle(self.ledger, self.harness, self.campaign, self.dry_run, Devices(self.parallel),
+                              self.display, self.stop, self.runs)
         self.display.started(run, self.campaign, self.harness)
-        self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint))
+        self.agent.bind(self.store, run_id, self.harness, dict(run.fingerprint), self.parallel)
         try:
             reason = self._seed_then_loop()
         except RunFailed as exc:
@@ -98,7 +106,7 @@ class Driver:
                 self.life.announce(self.life.decide(measured))
         pending = [c for c in self.ledger.candidates() if c.status == CandidateStatus.proposed]
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="build") as builds:
-            return Scheduler(self.life, self.agent, self.harness.parallel, self.campaign.budget.candidates,
+            return Scheduler(self.life, self.agent, self.parallel, self.campaign.budget.candidates,
                              builds).loop(pending)
 
     def _none_passed(self) -> str | None:

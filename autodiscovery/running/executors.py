@@ -12,13 +12,15 @@ retried task is never recorded twice.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import ExecutorSettings
+from autodiscovery.roles import Resuming, Sanitizing, declared
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import Harness, HarnessBase, Outcome
+    from autodiscovery.interfaces import Objective, Outcome
+    from autodiscovery.roles import Evaluating
     from autodiscovery.toolkit.build import BuildReport
 
 
@@ -32,13 +34,13 @@ niceness 15 (beside a busy process at the default priority, a worker at 15 gets 
 CPU)."""
 
 
-def wrap(harness: HarnessBase, settings: ExecutorSettings) -> Harness:
-    """The harness as the loop should use it under these executor settings."""
-    # cast: RayHarness is a proxy, what it does not do itself is the harness's own (`__getattr__`)
-    return harness if settings.kind == "local" else cast("Harness", RayHarness(harness, settings))
+def wrap(harness: Evaluating, settings: ExecutorSettings) -> Evaluating:
+    """Where the loop runs the harness's evaluations under these executor settings: the harness itself,
+    or its evaluations as Ray tasks (`RayHarness`). Every other role is asked of the harness."""
+    return harness if settings.kind == "local" else RayHarness(harness, settings)
 
 
-def _call(harness: HarnessBase, method: str, *args: Any) -> Any:
+def _call(harness: Evaluating, method: str, *args: Any) -> Any:
     """Runs inside a Ray task: the harness's method, with the facts of where it ran."""
     import ray
 
@@ -60,7 +62,7 @@ def _call(harness: HarnessBase, method: str, *args: Any) -> Any:
     return out
 
 
-def _here(harness: HarnessBase, arg: Any) -> Any:
+def _here(harness: Evaluating, arg: Any) -> Any:
     """A (source, build) pair whose built file is not on this node is built here first."""
     from autodiscovery.toolkit.build import BuildReport
 
@@ -72,14 +74,18 @@ def _here(harness: HarnessBase, arg: Any) -> Any:
 
 
 class RayHarness:
-    """The harness, with its evaluations run as Ray tasks; everything else is the harness's own."""
+    """A harness's evaluations run as Ray tasks: it plays `Evaluating`, `Sanitizing` and `Resuming`, each member
+    forwarded to the harness on a node of the cluster (a build on the driver, or as a task); the loop
+    asks every other role of the harness itself."""
 
-    def __init__(self, harness: HarnessBase, settings: ExecutorSettings) -> None:
+    def __init__(self, harness: Evaluating, settings: ExecutorSettings) -> None:
         try:
             import ray
         except ImportError:
             raise ExecutorError("executor.kind is ray but Ray is not installed: pip install -e '.[ray]'") from None
         self.ray, self.harness, self.settings = ray, harness, settings
+        self.name: str = harness.name
+        self.objective: Objective = harness.objective
         if not ray.is_initialized():
             # A cluster this process starts runs its workers at the driver's priority: Ray's default
             # (niceness 15) starves the processes that build and time kernels on a busy machine.
@@ -90,7 +96,7 @@ class RayHarness:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 where = settings.address or "a new local cluster"
                 raise ExecutorError(f"cannot reach the Ray cluster at {where}: {' '.join(str(exc).split())[:300]}") from None
-        self.unit = "GPU" if harness.needs_gpu else "CPU"
+        self.unit = "GPU" if declared(harness).needs_gpu else "CPU"
         resources = {"num_gpus": 1} if self.unit == "GPU" else {"num_cpus": 1}
         self.task = ray.remote(_call).options(max_retries=settings.max_retries, **resources)
         self.cpu_task = ray.remote(_call).options(max_retries=settings.max_retries, num_cpus=1)
@@ -116,7 +122,8 @@ class RayHarness:
         if not need_gpu:
             return self.harness.preflight(need_gpu)
         fp = self._run(self.task, "preflight", need_gpu)
-        self.harness.adopt(fp)
+        if isinstance(self.harness, Resuming):
+            self.harness.adopt(fp)
         self.ref = self.ray.put(self.harness)  # the evaluations see what the preflight chose
         return fp | {"executor": f"ray ({self.settings.address or 'local'})"}
 
@@ -126,13 +133,20 @@ class RayHarness:
     def head_to_head(self, challenger: tuple[str, BuildReport], incumbent: tuple[str, BuildReport]) -> Outcome:
         return self._run(self.task, "head_to_head", challenger, incumbent)
 
+    def adopt(self, fingerprint: dict) -> None:
+        """The harness takes what a recorded run fixed, and the tasks see it."""
+        if isinstance(self.harness, Resuming):
+            self.harness.adopt(fingerprint)
+            self.ref = self.ray.put(self.harness)
+
+    @property
+    def sanitizes(self) -> bool:
+        return isinstance(self.harness, Sanitizing) and self.harness.sanitizes
+
     def sanitize(self, source: str, build: BuildReport) -> Outcome | None:
-        return self._run(self.task, "sanitize", source, build)
+        return self._run(self.task, "sanitize", source, build) if self.sanitizes else None
 
     def build(self, source: str) -> BuildReport:
         if self.settings.build_on == "workers":
             return self._run(self.cpu_task, "build", source)
         return self.harness.build(source)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.harness, name)

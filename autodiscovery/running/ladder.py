@@ -16,7 +16,8 @@ from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.agents.space import Family
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import HarnessBase, History, Proposal, Record
+from autodiscovery.interfaces import History, Proposal, Record
+from autodiscovery.roles import Evaluating
 from autodiscovery.running.ledger import Ledger, build_facts, source_hash
 from autodiscovery.running.lifecycle import Lifecycle
 from autodiscovery.store import Candidate, EvalKind, EvalStatus, RunStatus, Store
@@ -37,7 +38,7 @@ class Rung:
     note: str = ""
     candidate_id: int | None = None
 
-    def row(self, harness: HarnessBase) -> dict:
+    def row(self, harness: Evaluating) -> dict:
         """The rung as a table and --json show it: the objective, its interval, the harness's columns."""
         from autodiscovery.interfaces import columns
 
@@ -54,7 +55,7 @@ class Rung:
 
 
 class Ladder:
-    def __init__(self, campaign: Campaign, store: Store, harness: HarnessBase, workers: int = 2,
+    def __init__(self, campaign: Campaign, store: Store, harness: Evaluating, workers: int = 2,
                  progress: Callable[[str], None] = lambda _: None) -> None:
         self.campaign, self.store, self.harness = campaign, store, harness
         self.agent = SearchAgent(campaign)

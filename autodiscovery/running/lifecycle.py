@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from autodiscovery.campaign import Campaign
-from autodiscovery.interfaces import Harness, Outcome, Proposal, Record
+from autodiscovery.interfaces import Outcome, Proposal, Record
+from autodiscovery.roles import Evaluating, Sanitizing
 from autodiscovery.running.decide import Judgement, Ruling, judge, sanitized, settle, stop_reason
 from autodiscovery.running.evaluate import assess, screen
 from autodiscovery.running.lease import Stop
@@ -44,7 +45,7 @@ class Display(Protocol):
     """What a run shows as it goes (the live view, or nothing): its start, the candidates being built,
     each candidate's end with the incumbent after it, and why it stopped."""
 
-    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
+    def started(self, run: Run, campaign: Campaign, harness: Evaluating) -> None: ...
     def building(self, seqs: list[int]) -> None: ...
     def finished(self, cand: Candidate, outcome: Outcome | None, verdict: Verdict | CandidateStatus, reason: str,
                  best: Record | None) -> None: ...
@@ -52,7 +53,7 @@ class Display(Protocol):
 
 
 class Quiet:
-    def started(self, run: Run, campaign: Campaign, harness: Harness) -> None: ...
+    def started(self, run: Run, campaign: Campaign, harness: Evaluating) -> None: ...
     def building(self, seqs: list[int]) -> None: ...
     def finished(self, cand: Candidate, outcome: Outcome | None, verdict: Verdict | CandidateStatus, reason: str,
                  best: Record | None) -> None: ...
@@ -83,7 +84,7 @@ class Decided:
 @dataclass
 class Lifecycle:
     ledger: Ledger
-    harness: Harness
+    harness: Evaluating
     campaign: Campaign
     dry_run: bool = False
     device: Callable[..., AbstractContextManager] = lambda first=False: nullcontext()
@@ -93,6 +94,13 @@ class Lifecycle:
     """Where each candidate's end is shown (`announce`)."""
     stop: Stop = field(default_factory=Stop)
     """A stop asked for from outside (a first Ctrl-C), read with the stop rules (`stop_reason`)."""
+    runs: Evaluating | None = None
+    """Where the evaluations run (`executors.wrap`: Ray tasks, say); None: the harness itself."""
+
+    @property
+    def evaluator(self) -> Evaluating:
+        """What builds, measures and compares: `runs`, else the harness."""
+        return self.runs or self.harness
 
     def stop_reason(self) -> str | None:
         """Why the run stops now (the campaign's stop rules, or a stop asked for), or None."""
@@ -133,7 +141,7 @@ class Lifecycle:
         bar, and recorded with the candidate's new status in one commit."""
         build_id = self.ledger.save_build(build)
         if not build.ok:
-            outcome = assess(self.harness, cand.source, build)
+            outcome = assess(self.evaluator, cand.source, build)
             self.ledger.finish(None, cand.id, kind, outcome, status=CandidateStatus(outcome.status), build_id=build_id)
             return Measured(cand, build, outcome)
         if self.dry_run:
@@ -143,7 +151,7 @@ class Lifecycle:
         bar = inc.score if inc is not None else self.harness.objective.reference  # the first: the baseline's
         eval_id = self.ledger.begin(cand.id, kind)
         with self.device():
-            outcome = assess(self.harness, cand.source, build, bar)
+            outcome = assess(self.evaluator, cand.source, build, bar)
         status = CandidateStatus.measured if outcome.status == EvalStatus.ok else CandidateStatus(outcome.status)
         self.ledger.finish(eval_id, cand.id, kind, outcome, status=status, build_id=build_id)
         return Measured(cand, build, outcome)
@@ -157,7 +165,7 @@ class Lifecycle:
         ok = ev.status == EvalStatus.ok
         outcome = Outcome(EvalStatus(ev.status), dict(ev.metrics), ev.log, ev.seconds, ev.device,
                           self.harness.objective.read(ev.metrics) if ok else None)
-        return Measured(cand, self.harness.build(cand.source) if ok else None, outcome)
+        return Measured(cand, self.evaluator.build(cand.source) if ok else None, outcome)
 
     def decide(self, m: Measured) -> Decided:
         """Keep or revert a measured candidate, against the incumbent of its turn; recorded before it
@@ -181,10 +189,10 @@ class Lifecycle:
         return Decided(cand, outcome, verdict, reason)
 
     def _head_to_head(self, cand: Candidate, build: BuildReport, inc: Candidate) -> Judgement:
-        incumbent = (inc.source, self.harness.build(inc.source))  # cached: built when it was measured
+        incumbent = (inc.source, self.evaluator.build(inc.source))  # cached: built when it was measured
         eval_id = self.ledger.begin(cand.id, EvalKind.head_to_head, inc.id)
         with self.device(first=True):
-            h2h = self.harness.head_to_head((cand.source, build), incumbent)
+            h2h = self.evaluator.head_to_head((cand.source, build), incumbent)
         self.ledger.finish(eval_id, cand.id, EvalKind.head_to_head, h2h, inc.id)
         return settle(h2h, self.campaign.stop)
 
@@ -192,10 +200,11 @@ class Lifecycle:
         """A candidate about to be kept, under the harness's memory and race checker (compute-sanitizer),
         recorded as an evaluation of its own (kind `sanitize`): why it may not be kept, or None. A harness
         that checks nothing holds no device for it."""
-        if not self.harness.sanitizes:
+        if not (isinstance(self.harness, Sanitizing) and self.harness.sanitizes):
             return None
+        checker = self.evaluator if isinstance(self.evaluator, Sanitizing) else self.harness
         with self.device(first=True):
-            out = self.harness.sanitize(cand.source, build)
+            out = checker.sanitize(cand.source, build)
         if out is not None:
             self.ledger.finish(None, cand.id, EvalKind.sanitize, out)
         return sanitized(out)

@@ -12,7 +12,7 @@ from autodiscovery.store import Run, Store
 from autodiscovery.store.models import database_of
 
 if TYPE_CHECKING:
-    from autodiscovery.interfaces import HarnessBase
+    from autodiscovery.roles import Kind
 
 
 class RefError(AutoDiscoveryError):
@@ -50,7 +50,7 @@ class PastRun:
     config: dict
     fingerprint: dict
     campaign: Campaign
-    harness: type[HarnessBase]
+    harness: Kind
 
 
 def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] = ()) -> PastRun:
@@ -64,6 +64,5 @@ def open_run(store: Store, run_id: int, overrides: list[str] | tuple[str, ...] =
     for assignment in overrides:
         apply_override(config, assignment)
     campaign = validate(config, f"run {run_id} config", overrides)
-    harness = registry.harness(config.get("harness", {}).get("name", DEFAULT_HARNESS))
-    harness = harness.for_config(config)
+    harness = registry.harness_for({**config, "harness": config.get("harness") or {"name": DEFAULT_HARNESS}})
     return PastRun(run_id, config, fingerprint, campaign, harness)

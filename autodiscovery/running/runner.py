@@ -17,7 +17,8 @@ from autodiscovery.campaign import (
     validate,
     validated,
 )
-from autodiscovery.interfaces import AgentBase, Harness, HarnessBase, Outcome, Proposal
+from autodiscovery.interfaces import AgentBase, Outcome, Proposal
+from autodiscovery.roles import Checking, Doctoring, Evaluating, Profiling, Resuming, declared
 from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.driver import Display, Driver, Quiet, Stop
 from autodiscovery.running.evaluate import assess
@@ -36,7 +37,7 @@ MAY_CHANGE_ON_RESUME = ("budget.", "stop.", "agent.", "description", "executor."
 compiler and its flags) is what its measurements mean."""
 
 
-def prepare(campaign: Campaign, harness: HarnessBase | None = None) -> tuple[HarnessBase, Harness, AgentBase]:
+def prepare(campaign: Campaign, harness: Evaluating | None = None) -> tuple[Evaluating, Evaluating, AgentBase]:
     """The campaign's harness (or `harness`), the same as the loop uses it under the campaign's executor
     (the evaluations on Ray, say), and its agent."""
     from autodiscovery.running import executors
@@ -46,10 +47,10 @@ def prepare(campaign: Campaign, harness: HarnessBase | None = None) -> tuple[Har
     return made, executors.wrap(made, campaign.executor), agent
 
 
-def workers(harness: Harness) -> int:
-    """Builds at once: `harness.build_workers`, else one per CPU, and never fewer than the devices the
-    harness measures on (a pool's devices must not wait for their builds)."""
-    return harness.build_workers or max(os.cpu_count() or 2, harness.parallel)
+def workers(harness: Evaluating, runs: Evaluating | None = None) -> int:
+    """Builds at once: the harness's `build_workers`, else one per CPU, and never fewer than the devices
+    the evaluations run on (`runs`, else the harness: a pool's devices must not wait for their builds)."""
+    return declared(harness).build_workers or max(os.cpu_count() or 2, declared(runs or harness).parallel)
 
 
 def origin(store: Store, ref: str, what: str = "--from") -> tuple[PastRun, Proposal]:
@@ -77,7 +78,7 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[PastRun, Propo
 
 
 def run_campaign(name_or_path: str | None, overrides: list[str], store: Store, display: Display = Quiet(),
-                 harness: HarnessBase | None = None, dry_run: bool = False, stop: Stop | None = None,
+                 harness: Evaluating | None = None, dry_run: bool = False, stop: Stop | None = None,
                  started: Callable[[int], None] | None = None, from_: str | None = None,
                  campaign: Campaign | None = None, parent_id: int | None = None) -> int:
     """A new run of a campaign (`campaign` when it is already loaded with these overrides); with `from_`
@@ -104,12 +105,12 @@ def run_campaign(name_or_path: str | None, overrides: list[str], store: Store, d
         checked = check_source(first.source, f"seed {from_ or campaign.seed}", campaign, made)
         if not checked.ok:
             raise CheckFailed(checked.failure())
-    else:
+    elif isinstance(made, Checking):
         made.check(first.source)  # a shape the seed cannot take is refused now
     fingerprint = used.preflight(need_gpu=not dry_run) | ({"dry_run": True} if dry_run else {})
     agent.preflight()  # an unreachable endpoint or a rejected key stops us here, before any work
-    loop = Driver(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
-                started=started, seed=seed, parent_id=parent_id)
+    loop = Driver(campaign, store, made, agent, display, workers(made, used), dry_run=dry_run, stop=stop or Stop(),
+                started=started, seed=seed, parent_id=parent_id, runs=used)
     return loop.new_run(fingerprint)
 
 
@@ -128,7 +129,8 @@ def readiness(checked: Campaign, rows: list[tuple]) -> list[tuple[str, list[str]
             continue
         name = campaign.harness.name
         if name not in by_harness:
-            by_harness[name] = registry.harness(name).doctor(campaign)
+            cls = registry.harness(name)
+            by_harness[name] = cls.doctor(campaign) if isinstance(cls, Doctoring) else []
         out.append((path.stem, [what for what, found, _, needed in by_harness[name] if needed and not found]))
     return out
 
@@ -144,19 +146,19 @@ def _flat(data: dict, prefix: str = "") -> dict[str, object]:
 
 
 def resume_run(run_id: int, overrides: list[str], store: Store, display: Display = Quiet(),
-               harness: HarnessBase | None = None, allow_new_toolchain: bool = False, stop: Stop | None = None,
+               harness: Evaluating | None = None, allow_new_toolchain: bool = False, stop: Stop | None = None,
                started: Callable[[int], None] | None = None) -> int:
     before = open_run(store, run_id)
     recorded = open_run(store, run_id, overrides)
     campaign, fingerprint_was = recorded.campaign, recorded.fingerprint
-    may_change = (*MAY_CHANGE_ON_RESUME, *(f"harness.{k}" for k in recorded.harness.resumable))
+    may_change = (*MAY_CHANGE_ON_RESUME, *(f"harness.{k}" for k in declared(recorded.harness).resumable))
     was, now = _flat(before.campaign.model_dump(mode="json")), _flat(campaign.model_dump(mode="json"))
     for key in sorted(set(was) | set(now)):
         if was.get(key) != now.get(key) and not key.startswith(may_change):
             raise AutoDiscoveryError(
                 f"run {run_id} was measured with {key} = {was.get(key)!r}; a resumed run keeps what its "
                 f"measurements mean (start a new run for {key} = {now.get(key)!r})")
-    _, used, agent = prepare(campaign, harness)
+    made, used, agent = prepare(campaign, harness)
     dry_run = bool(fingerprint_was.get("dry_run"))
     fingerprint = used.preflight(need_gpu=not dry_run)
     agent.preflight()
@@ -165,26 +167,28 @@ def resume_run(run_id: int, overrides: list[str], store: Store, display: Display
             f"run {run_id} was measured on {fingerprint_was['gpu']}, this machine has {fingerprint.get('gpu')}: "
             "start a new run instead of mixing devices"
         )
-    changed = {k: (fingerprint_was[k], fingerprint.get(k)) for k in recorded.harness.toolchain
+    changed = {k: (fingerprint_was[k], fingerprint.get(k)) for k in declared(recorded.harness).toolchain
                if k in fingerprint_was and fingerprint_was[k] != fingerprint.get(k)}
     if changed and not allow_new_toolchain:
         what = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items())
         raise AutoDiscoveryError(f"run {run_id} was measured with another toolchain ({what}); resume with "
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
-    used.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
+    if isinstance(used, Resuming):
+        used.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
     with store.session() as s:
         run = row(s, Run, run_id)  # open_run read it
         run.config = campaign.model_dump(mode="json")
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
                 "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
-    loop = Driver(campaign, store, used, agent, display, workers(used), dry_run=dry_run, stop=stop or Stop(),
-                started=started)
+    loop = Driver(campaign, store, made, agent, display, workers(made, used), dry_run=dry_run, stop=stop or Stop(),
+                started=started, runs=used)
     return loop.drive(run_id)
 
 
-def _build_or_fail(harness: HarnessBase, source: str, what: str) -> BuildReport:
-    harness.check(source)
+def _build_or_fail(harness: Evaluating, source: str, what: str) -> BuildReport:
+    if isinstance(harness, Checking):
+        harness.check(source)
     build = harness.build(source)
     if not build.ok:
         raise AutoDiscoveryError(f"{what} does not compile: {build.log.splitlines()[0] if build.log else ''}")
@@ -192,7 +196,7 @@ def _build_or_fail(harness: HarnessBase, source: str, what: str) -> BuildReport:
 
 
 def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1,
-            harness: HarnessBase | None = None) -> list[Outcome]:
+            harness: Evaluating | None = None) -> list[Outcome]:
     """Check, build and evaluate one kernel file, `repeat` times (each in a fresh child process)."""
     path = Path(kernel)
     if not path.is_file():
@@ -209,7 +213,7 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
 
 
 def profile(target: str, name_or_path: str, overrides: list[str], store: Store | None,
-            harness: HarnessBase | None = None) -> tuple[str, Outcome, HarnessBase]:
+            harness: Evaluating | None = None) -> tuple[str, Outcome, Evaluating]:
     """The harness's profiler on a recorded candidate (`RUN/SEQ`, stored with it) or a kernel file
     (nothing recorded), beside the baseline at the same problem. Returns (label, outcome, harness)."""
     path = Path(target)
@@ -231,7 +235,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
             candidate_id, source = c.id, c.source
         campaign = recorded.campaign
     harness = harness or registry.make_harness(campaign)
-    if not harness.profiles:
+    if not isinstance(harness, Profiling):
         raise AutoDiscoveryError(f"the {campaign.harness.name} harness has no profiler")
     harness.preflight()
     outcome = harness.profile(source, _build_or_fail(harness, source, target))
@@ -244,7 +248,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
 
 
 def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), seed: int = 0,
-           harness: HarnessBase | None = None) -> dict:
+           harness: Evaluating | None = None) -> dict:
     """The messages the LLM agent would send to change a recorded candidate (`RUN/SEQ`, or `RUN` for its
     best), with inspirations drawn from the run's program database as a proposal draws them."""
     import random
@@ -266,7 +270,8 @@ def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), 
         seq = cand.seq
     campaign = recorded.campaign
     harness = harness or recorded.harness(campaign)
-    harness.adopt(recorded.fingerprint)  # what the run found of the machine and the problem
+    if isinstance(harness, Resuming):
+        harness.adopt(recorded.fingerprint)  # what the run found of the machine and the problem
     history = Ledger(store, run_id, harness.objective, lambda: 0.0).history()
     llm = validated(campaign.agent.of(LlmAgent), LlmSettings)
     programs = Programs.of(history, near=llm.near_miss)
@@ -289,7 +294,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def ladder(name_or_path: str, overrides: list[str], shapes: list[str], store: Store, per_family: int,
            families: list[str] | None = None, progress: Callable[[str], None] = lambda _: None,
-           harness: HarnessBase | None = None) -> list[tuple[Campaign, int, list, HarnessBase]]:
+           harness: Evaluating | None = None) -> list[tuple[Campaign, int, list, Evaluating]]:
     """The best configuration of each family at each shape: [(campaign, run_id, rungs, harness)]."""
     from autodiscovery.running.ladder import Ladder
 

@@ -173,7 +173,7 @@ class Scheduler:
         cands = [c for c in cands if c.id not in refused]
         for c in cands:
             self.now.built[c.id] = self.now.prebuilt.pop(c.source_hash) if c.source_hash in self.now.prebuilt else \
-                self.builds.submit(self.life.harness.build, c.source)
+                self.builds.submit(self.life.evaluator.build, c.source)
         self.now.order += cands
         if cands:
             self.life.display.building([c.seq for c in cands])
@@ -209,7 +209,7 @@ class Scheduler:
         recorded later with the same source takes its build from here."""
         for p in proposals:
             if not p.rejected and p.source and screen(self.life.harness, p.source) is None:
-                self.now.prebuilt.setdefault(source_hash(p.source), self.builds.submit(self.life.harness.build, p.source))
+                self.now.prebuilt.setdefault(source_hash(p.source), self.builds.submit(self.life.evaluator.build, p.source))
 
     def _recorded(self, proposals: list[Proposal]) -> str | None:
         before = len(self.now.order)

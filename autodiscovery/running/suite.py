@@ -18,14 +18,14 @@ from sqlalchemy.orm import Session
 
 from autodiscovery import AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validate
-from autodiscovery.interfaces import HarnessBase
+from autodiscovery.roles import Checking, Evaluating
 from autodiscovery.running.lease import Stop
 from autodiscovery.running.lifecycle import Display
 from autodiscovery.store import Run, RunStatus, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.text import first_line, plural
 
-MakeHarness = Callable[[Campaign], HarnessBase]
+MakeHarness = Callable[[Campaign], Evaluating]
 """A campaign -> its harness (the registry's, or a stand-in a test gives)."""
 
 
@@ -155,10 +155,12 @@ def _own(overrides: list[str]) -> list[str]:
     return [o for o in overrides if o.startswith(("budget.", "stop.", "agent.", "executor."))]
 
 
-def _refuses(child: Campaign, harness: HarnessBase) -> str | None:
+def _refuses(child: Campaign, harness: Evaluating) -> str | None:
     """Why the seed cannot take this problem (its manifest refuses the shape), or None."""
     from autodiscovery import registry
 
+    if not isinstance(harness, Checking):
+        return None
     try:
         harness.check(registry.agent(child.agent.kind)(child).seed_proposal(child).source)
     except AutoDiscoveryError as exc:

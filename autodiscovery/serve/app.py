@@ -25,6 +25,7 @@ from starlette.routing import Route
 from autodiscovery.review import exports, report
 from autodiscovery.review import html as report_html
 from autodiscovery.review.report import NotFound
+from autodiscovery.roles import ShowingProfiles, declared
 from autodiscovery.serve import views
 from autodiscovery.serve.secrets import Redactor
 from autodiscovery.serve.source import duration, highlight
@@ -103,7 +104,7 @@ class Pages:
     def _suite_context(self, run_id: int) -> dict[str, Any]:
         dispatch = exports.dispatch(self.store, run_id)
         return {"head": views.header(self.store, run_id), "live": views.live(self.store, run_id), "dispatch": dispatch,
-                "columns": [c for c in dispatch["harness"].columns if "suite" in c.views]}
+                "columns": [c for c in declared(dispatch["harness"]).columns if "suite" in c.views]}
 
     def _run_context(self, run_id: int, page: int, state: str) -> dict[str, Any]:
         data, harness, charts, others = self._drawn(run_id, state)
@@ -163,9 +164,10 @@ class Pages:
         run_id, seq = request.path_params["run_id"], request.path_params["seq"]
         data = views.candidate(self.store, run_id, seq)
         harness = report.harness_class(self.store, run_id)
-        labels = {c.key: c for c in harness.columns}
+        labels = {c.key: c for c in declared(harness).columns}
         profiles = {i: section for i, e in enumerate(data["evaluations"])
-                    if e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok
+                    if isinstance(harness, ShowingProfiles)
+                    and e["kind"] == EvalKind.profile and e["status"] == EvalStatus.ok
                     and "profile" in (e["metrics"] or {})
                     and (section := harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"]))}
         return self.page("candidate.html.j2", c=data, run_id=run_id, head=views.header(self.store, run_id),

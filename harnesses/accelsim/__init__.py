@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from autodiscovery import ROOT, AutoDiscoveryError
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import Column, HarnessBase, Objective, Outcome, Section
+from autodiscovery.interfaces import Column, Objective, Outcome, Section
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
 from autodiscovery.toolkit import sandbox
@@ -95,7 +95,7 @@ def tensor_bound(M: int, N: int, K: int, arch: Architecture, units_per_sm: int) 
     return -(-mmas * arch.tensor_initiation // (arch.sms * units_per_sm))
 
 
-class AccelsimHarness(HarnessBase):
+class AccelsimHarness:
     name = "accelsim"
     Settings = Settings
     Problem = Problem

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT
 from autodiscovery.campaign import Campaign, validated
-from autodiscovery.interfaces import Entry, HarnessBase, History, Objective, Outcome
+from autodiscovery.interfaces import Entry, History, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
@@ -43,7 +43,9 @@ def _objective(baseline: str) -> Objective:
                      noise=0.02, time=("ms", "candidate"))
 
 
-class HopperGemmHarness(HarnessBase):
+class HopperGemmHarness:
+    """Every role but the report's tables: see `autodiscovery.roles`."""
+
     name = "hopper_gemm"
     needs_gpu = True
     Settings = Settings
@@ -74,8 +76,6 @@ class HopperGemmHarness(HarnessBase):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, pool=GpuPool())
-
-    profiles = True
 
     @property
     def sanitizes(self) -> bool:
@@ -151,6 +151,11 @@ class HopperGemmHarness(HarnessBase):
     profile_section = staticmethod(report.profile_section)
 
     @classmethod
+    def for_config(cls, config: dict) -> type[HopperGemmHarness]:
+        """`harness.baseline: best_lt` measures × the best cuBLASLt algorithm: another objective."""
+        return HopperGemmHarnessBestLt if (config.get("harness") or {}).get("baseline") == "best_lt" else cls
+
+    @classmethod
     def identity(cls, fingerprint: dict) -> dict:
         out = {k: fingerprint[k] for k in ("gpu", "sms", "cc", "max_sm_clock_mhz", *cls.toolchain, "arch")
                if k in fingerprint}
@@ -194,6 +199,10 @@ class HopperGemmHarness(HarnessBase):
     space = "hopper_gemm"
     manifest = staticmethod(parse)
 
+    def check_notes(self) -> list[tuple[str, bool]]:
+        """Nothing beside the plan: its one kernel and arguments are what the cubin is compared with."""
+        return []
+
     def entries(self, plan: Launch) -> list[Entry]:
         """The one kernel, its arguments: A, B, C, W pointers, M, N, K int32, a tensor map by value."""
         sizes = [8 if a in ("A", "B", "C", "W") else 4 if a in ("M", "N", "K") else 128 for a in plan.args]
@@ -225,8 +234,6 @@ class HopperGemmHarness(HarnessBase):
         return self.builder.build(source, entry)
 
     # ---- a library of tuned kernels ------------------------------------------------------------
-    library = True
-
     @classmethod
     def export_library(cls, items: list[dict], folder: Path) -> dict:
         """The best kernels of recorded runs as a library (`library.export`)."""
@@ -335,6 +342,5 @@ class HopperGemmHarness(HarnessBase):
 class HopperGemmHarnessBestLt(HopperGemmHarness):
     """A hopper_gemm run whose objective is × the best cuBLASLt algorithm (harness.baseline best_lt)."""
 
-    for_baseline = "best_lt"
     objective = _objective("best_lt")
     columns = report.columns("best_lt")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autodiscovery import ROOT, AutoDiscoveryError, registry
 from autodiscovery.campaign import SEEDS, Campaign, validated
-from autodiscovery.interfaces import Entry, HarnessBase, History, Objective, Outcome
+from autodiscovery.interfaces import Entry, History, Objective, Outcome
 from autodiscovery.status import EvalStatus
 from autodiscovery.toolkit import child, sandbox, triton_rule
 from autodiscovery.toolkit import nvcc as toolkit_nvcc
@@ -43,7 +43,9 @@ def _objective(baseline: str) -> Objective:
                      reference=1.0, reference_name=name, noise=0.03)
 
 
-class ReferenceHarness(HarnessBase):
+class ReferenceHarness:
+    """Its roles: all but the search's fit, profiles and the report's tables (`autodiscovery.roles`)."""
+
     name = "reference"
     needs_gpu = True
     Settings = Settings
@@ -324,11 +326,24 @@ class ReferenceHarness(HarnessBase):
     def hardware(self, fingerprint: dict, history: History) -> str:
         return report.hardware(self, fingerprint, history)
 
+    @staticmethod
+    def build_notes(facts: dict) -> list[str]:
+        """None beyond the compiler's report: a reference build's facts are its modules and kernels."""
+        return []
+
+    def prompt_profile(self, seq: int, profile: dict) -> str:
+        """'': this harness runs no profiler."""
+        return ""
+
+    @classmethod
+    def for_config(cls, config: dict) -> type[ReferenceHarness]:
+        """`harness.baseline: compile` measures the speed-up over torch.compile: another objective."""
+        return ReferenceHarnessCompile if (config.get("harness") or {}).get("baseline") == "compile" else cls
+
 
 class ReferenceHarnessCompile(ReferenceHarness):
     """A reference run whose objective is the speed-up over `torch.compile` (harness.baseline compile)."""
 
-    for_baseline = "compile"
     objective = _objective("compile")
     columns = report.columns("compile")
 
