@@ -94,7 +94,7 @@ def test_report_and_export_destinations_that_cannot_be_written(recorded, tmp_pat
 
 def test_why_cuda_sees_no_device_is_said_in_words():
     """What the evaluation child says when CUDA cannot start: never a kernel fault (no kernel ran)."""
-    from harnesses.hopper_gemm.worker import no_device
+    from harnesses.hopper_gemm.device import no_device
 
     assert no_device("CUDA_ERROR_NO_DEVICE", "") == \
         "no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES is '')"

@@ -99,3 +99,24 @@ def test_the_core_imports_no_harness():
                     [node.module or ""] if isinstance(node, ast.ImportFrom) else []
                 up += [f"{name} imports {n}" for n in names if n.split(".")[0] == "harnesses"]
     assert up == []
+
+
+def test_no_module_is_over_400_lines():
+    """A module a reader holds in mind at once: the package's and the harnesses' stay at 400 lines or fewer."""
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 400}
+    assert long == {}
+
+
+def test_casts_are_few_and_each_says_why():
+    """`typing.cast` is for what the type checker cannot know (a library's loose types), not for reaching a
+    role a harness may not play: at most five in the package and the harnesses, each with a comment on the
+    line above saying why."""
+    found = []
+    for name, path in modules().items():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "cast":
+                above = lines[node.lineno - 2].strip()
+                found.append((name, node.lineno, above.startswith("#")))
+    assert len(found) <= 5, found
+    assert all(said for _, _, said in found), [f for f in found if not f[2]]

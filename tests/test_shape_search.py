@@ -7,6 +7,7 @@ import pytest
 from shapes import GEMM, MID, SKINNY, WGMMA, harness_at, record_run, structural
 
 from autodiscovery import campaign as campaigns
+from autodiscovery.agents import warm
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.agents.space import Space
 from autodiscovery.interfaces import History, Record
@@ -315,10 +316,11 @@ def test_a_warm_start_is_also_tried_at_the_nearest_tile_that_reads_far_fewer_byt
     harness, campaign = harness_at(32, 57344, 8192)
     agent = SearchAgent(campaign)
     agent.bind(None, 1, harness, {})
-    moves = agent.warm_moves([("wgmma_splitk", recorded, "the best of run 20 at 16×28672×4096")])
+    moves = warm.refitted([("wgmma_splitk", recorded, "the best of run 20 at 16×28672×4096")], agent.space, agent.fits)
     assert [knobs for _, knobs, _ in moves] == [recorded, recorded | {"BM": 32}]
     assert "refitted" in moves[1][2] and "GB of operands from L2" in moves[1][2]
     harness, campaign = harness_at(16, 28672, 4096)
     agent = SearchAgent(campaign)
     agent.bind(None, 1, harness, {})
-    assert [knobs for _, knobs, _ in agent.warm_moves([("wgmma_splitk", recorded, "run 20")])] == [recorded]
+    assert [knobs for _, knobs, _ in warm.refitted([("wgmma_splitk", recorded, "run 20")], agent.space, agent.fits)] \
+        == [recorded]

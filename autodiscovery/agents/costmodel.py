@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autodiscovery.agents.space import Space
+from autodiscovery.agents.warm import Best, settings_text
 from autodiscovery.toolkit.gbt import Trees
 from autodiscovery.toolkit.text import canon
 
 if TYPE_CHECKING:
+    from autodiscovery.agents.shape_order import ShapeOrder
     from autodiscovery.campaign import Campaign
     from autodiscovery.roles import Fit, Shown
     from autodiscovery.store import Store
@@ -272,6 +274,22 @@ class Learned:
 
 
 # ---- how it ranks at shapes it has not seen -------------------------------------------------------------
+
+def fastest(found: list[Lesson], space: Space, fits: ShapeOrder, learned: str | None, n: int) -> list[Best]:
+    """The `n` fastest here by `fits` (the fit the search orders by, the model's correction set on it) of
+    the configurations the lessons recorded that are valid at this shape, each as a move (family, knobs,
+    hypothesis)."""
+    pool = {(x.family, canon(x.knobs)): (x.family, x.knobs) for x in found}
+    rated = []
+    for family, knobs in pool.values():
+        fam = space.families[family]
+        if not fam.violations(knobs, fits.shape) and (f := fits.fit(fam, knobs)) is not None:
+            rated.append((f.estimate, family, canon(knobs), knobs, f))
+    rated.sort(key=lambda r: r[:3])
+    return [(family, knobs, f"The cost model's pick ({learned}): {family} at {settings_text(knobs)}, of the "
+                            f"{len(rated)} configurations recorded there the fastest here by its estimate: {f.describe()}.")
+            for _, family, _, knobs, f in rated[:n]]
+
 
 def _ranks(a: np.ndarray) -> np.ndarray:
     order = np.argsort(a, kind="stable")

@@ -57,10 +57,6 @@ def _own_space(campaign: Campaign) -> Space:
     return Space(own) if own is not None else Space.of_seed(campaign.seed_path())
 
 
-def _settings(knobs: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in knobs.items())
-
-
 class SearchAgent(AgentBase):
     name = "search"
     Settings = SearchSettings
@@ -118,7 +114,7 @@ class SearchAgent(AgentBase):
         if self.cost_model and sources:
             picks = self.learn(sources, fingerprint)
         if self.warm_start:
-            self.warm = self.warm_moves(self.recorded_bests(sources, fingerprint))
+            self.warm = warm.refitted(self.recorded_bests(sources, fingerprint), self.space, self.fits)
         self.warm += [p for p in picks if (p[0], canon(p[1])) not in {(f, canon(k)) for f, k, _ in self.warm}]
         if self.batch_setting is None:
             self.batch = max(4, self.devices)
@@ -163,37 +159,7 @@ class SearchAgent(AgentBase):
             return []
         self.fits.model, self.fits.gpu = model, str(fingerprint.get("gpu") or "")
         self.learned = model.describe()
-        pool = {(x.family, canon(x.knobs)): (x.family, x.knobs) for x in found}
-        rated = []
-        for family, knobs in pool.values():
-            fam = self.space.families[family]
-            if not fam.violations(knobs, self.shape) and (f := self.fits.fit(fam, knobs)) is not None:
-                rated.append((f.estimate, family, canon(knobs), knobs, f))
-        rated.sort(key=lambda r: r[:3])
-        return [(family, knobs, f"The cost model's pick ({self.learned}): {family} at {_settings(knobs)}, of the "
-                                f"{len(rated)} configurations recorded there the fastest here by its estimate: {f.describe()}.")
-                for _, family, _, knobs, f in rated[:PICKS]]
-
-    def warm_moves(self, bests: list[warm.Best]) -> list[warm.Best]:
-        """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
-        harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
-        one badly), or where a setting the fit rates no slower reads far fewer operand bytes (`leaner`).
-        Made once, when the run is bound."""
-        harness = self.fits.harness
-        out = []
-        for family, knobs, where in bests:
-            fam = self.space.families[family]
-            fitted = harness.fit(self.space.head(family, knobs), knobs) if harness is not None else None
-            here = f" Here: {fitted.describe()}." if fitted is not None else ""
-            out.append((family, knobs, f"Warm start from {where}: {family} at {_settings(knobs)}, recorded at a "
-                                       f"nearby problem.{here}"))
-            refit, why = self.fits.start(fam, knobs)
-            if refit == knobs and (lean := self.fits.leaner(fam, knobs)) is not None:
-                refit, why = lean
-            if refit != knobs:
-                out.append((family, refit, f"Warm start from {where}, refitted to this problem: {family} at "
-                                           f"{_settings(refit)}: {why}"))
-        return out
+        return costmodel.fastest(found, self.space, self.fits, self.learned, PICKS)
 
     def _warm_moves(self, tried: set, n: int) -> list[Proposal]:
         out: list[Proposal] = []

@@ -16,6 +16,7 @@ from autodiscovery.agents.space import Space, SpaceError
 from autodiscovery.toolkit.text import canon
 
 if TYPE_CHECKING:
+    from autodiscovery.agents.shape_order import ShapeOrder
     from autodiscovery.store import Store
 
 Source = tuple["Store", int | None]
@@ -153,3 +154,30 @@ def _named(store: Store) -> str:
     if not path.is_absolute():
         return store.shown
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def settings_text(knobs: dict[str, Any]) -> str:
+    """Knobs as a hypothesis names them: 'BM=128, BN=256'."""
+    return ", ".join(f"{k}={v}" for k, v in knobs.items())
+
+
+def refitted(bests: list[Best], space: Space, fits: ShapeOrder) -> list[Best]:
+    """(family, knobs, hypothesis): the recorded bests, each followed by its refit to this shape where the
+    harness's fit puts the family's tile knobs elsewhere (a best of a larger problem may tile a smaller
+    one badly), or where a setting the fit rates no slower reads far fewer operand bytes (`leaner`).
+    Made once, when the run is bound."""
+    harness = fits.harness
+    out = []
+    for family, knobs, where in bests:
+        fam = space.families[family]
+        fitted = harness.fit(space.head(family, knobs), knobs) if harness is not None else None
+        here = f" Here: {fitted.describe()}." if fitted is not None else ""
+        out.append((family, knobs, f"Warm start from {where}: {family} at {settings_text(knobs)}, recorded at a "
+                                   f"nearby problem.{here}"))
+        refit, why = fits.start(fam, knobs)
+        if refit == knobs and (lean := fits.leaner(fam, knobs)) is not None:
+            refit, why = lean
+        if refit != knobs:
+            out.append((family, refit, f"Warm start from {where}, refitted to this problem: {family} at "
+                                       f"{settings_text(refit)}: {why}"))
+    return out

@@ -30,7 +30,6 @@ import numpy as np
 from autodiscovery.toolkit import child
 from harnesses.hopper_gemm.gpu import Cublas, DeviceInfo, Kernel
 from harnesses.hopper_gemm.helpers import Helpers
-from harnesses.hopper_gemm.screen import Precise, Screen, plan
 from harnesses.hopper_gemm.slots import JOB, arena, jobs
 from harnesses.hopper_gemm.verdict import (  # noqa: F401  (the names callers take from here)
     COLUMNS,
@@ -93,6 +92,8 @@ class Bench:
         self.sink = cp.zeros(1, cp.uint32)
         self._aside: tuple[cp.ndarray, cp.ndarray] | None = None  # inputs set aside for arrive_late
         self._go: tuple[cp.cuda.PinnedMemoryPointer, np.ndarray] | None = None  # arrive_late's host-written word
+        self.estimates: list[float] = []
+        """The last timing's estimate of each kernel's launch, in ms (`timing.interleave`)."""
         self._epoch = 0
         self.checks: list[Check] = []
         self._stats: list[cp.ndarray] = []  # the stats table, in chunks of consecutive rows
@@ -364,80 +365,6 @@ class Bench:
         if checked:
             self.check_many([d.slot for d in draws], name, phase, first_index)
         return e0, e1
-
-    def interleave(self, kernels: dict[str, Kernel | None], reps: int, warmup_ms: float, sample_ms: float,
-                   budget_s: float, screen: Screen | None = None, known_ms: dict[str, float] | None = None,
-                   precise: Precise | None = None) -> tuple[np.ndarray, list[int], str | None]:
-        """Time the kernels in alternating order (A B, B A, ...); returns ms per launch [rep, kernel], the
-        launches per sample, and why the timing stopped early (None: it did not): the screen's reason, or
-        "precise" (`precise`: the interval around the median ratio of the first two kernels is as narrow
-        as it asks, so more pairs would tell nothing more).
-
-        Each sample repeats one kernel on fresh inputs until it lasts about `sample_ms` (as many
-        launches as the pool has slots at most); warm-up samples run for about `warmup_ms` first so
-        clocks and power settle. Slow kernels get fewer pairs (at least 10) so that timing stays
-        within about `budget_s`. Candidates' launches are all checked (see `results`). `known_ms`: a
-        kernel's time known already (its gate's launches, where they are slow), so no launch is spent
-        estimating it. With `screen` (the first kernel the candidate, the second the baseline), timing
-        stops early where the screen says (`screen.py`); a candidate whose first launches are far below
-        its bar gets no warm-up.
-        """
-        names = list(kernels)
-        run = self.launchers(kernels)
-        launched = dict.fromkeys(names, 0)
-
-        def sample(k: int, n: int, phase: str, est: float | None = None) -> tuple[cp.cuda.Event, cp.cuda.Event]:
-            name = names[k]
-            events = self.sample(name, run[name], n, kernels[name] is not None, phase, launched[name], est)
-            launched[name] += n
-            return events
-
-        est: list[float] = []
-        self.estimates = est
-        for k, name in enumerate(names):
-            if known_ms and name in known_ms:
-                est.append(known_ms[name])
-                continue
-            f0, f1 = sample(k, 1, "estimate")
-            e0, e1 = sample(k, 2, "estimate")
-            e1.synchronize()
-            # The lesser of the two: a first launch that loads a library's kernels, or a pair that waited for
-            # the host, would make a kernel of microseconds look several times slower than it is.
-            est.append(max(min(cp.cuda.get_elapsed_time(f0, f1), cp.cuda.get_elapsed_time(e0, e1) / 2), 1e-3))
-        child.beat()
-        timing = plan(est, sample_ms, warmup_ms, reps, budget_s, self.max_slots, screen)
-        inner = timing.inner
-        # Warm-up for about `warmup_ms` of the GPU's time: the plan's rounds count the kernels' time alone,
-        # and the wall clock stops them sooner where the draws and checks around the launches cost more.
-        warm_until = time.perf_counter() + warmup_ms / 1e3
-        for _ in range(timing.warmup_rounds):
-            for k in range(len(names)):
-                sample(k, inner[k], "warmup", est[k] / 1e3)
-            if timing.slow:
-                self.stream.synchronize()
-                child.beat()
-            if time.perf_counter() >= warm_until:
-                break
-        reps = timing.reps
-        events: list[list[tuple[cp.cuda.Event, cp.cuda.Event] | None]] = [[None] * len(names) for _ in range(reps)]
-
-        def read(rows: list) -> np.ndarray:
-            self.stream.synchronize()
-            return np.array([[cp.cuda.get_elapsed_time(a, b) / inner[k] for k, (a, b) in enumerate(row)]
-                             for row in rows])
-
-        for r in range(reps):
-            order = range(len(names)) if r % 2 == 0 else reversed(range(len(names)))
-            for k in order:
-                events[r][k] = sample(k, inner[k], "timed", est[k] / 1e3)
-            if timing.slow:
-                self.stream.synchronize()
-                child.beat()
-            if screen is not None and r + 1 in timing.stops and r + 1 < reps and (why := screen.stops(read(events[:r + 1]), timing.far)):
-                return read(events[:r + 1]), inner, why
-            if precise is not None and r + 1 < reps and precise.due(r + 1) and precise.met(times := read(events[:r + 1])):
-                return times, inner, "precise"
-        return read(events), inner, None
 
 
 def elapsed(start: float) -> float:
