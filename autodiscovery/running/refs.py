@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS, Campaign, apply_override, validate
-from autodiscovery.store import Run, Store
+from autodiscovery.store import Candidate, Run, Store
 from autodiscovery.store.models import database_of
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from autodiscovery.roles import Kind
 
 
@@ -40,6 +42,19 @@ def parse(text: str, what: str = "", seq: str = "optional") -> Ref:
         prefix = f"{what} " if what else ""
         raise RefError(f"{prefix}'{text}' is not {forms[seq]}")
     return Ref(int(run), int(number) if slash else None)
+
+
+def candidate_at(s: Session, at: Ref, said: str) -> Candidate:
+    """The candidate `at` names (`RUN/SEQ`, or `RUN` for its best) in an open session; a RefError that
+    begins with `said` (the command and what it was given) where the run has no such candidate or no best
+    yet, or where there is no such run."""
+    run = s.get(Run, at.run)
+    if run is None:
+        raise RefError(f"{said}: no run {at.run} in {database_of(s)}")
+    cand = Candidate.by_seq(s, run.id, at.seq) if at.seq is not None else run.best
+    if cand is None:
+        raise RefError(f"{said}: run {at.run} has {f'no candidate #{at.seq}' if at.seq is not None else 'no best yet'}")
+    return cand
 
 
 @dataclass

@@ -23,8 +23,8 @@ from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.driver import Display, Driver, Quiet, Stop
 from autodiscovery.running.evaluate import assess
 from autodiscovery.running.ledger import score_of
-from autodiscovery.running.refs import PastRun, RefError, open_run, parse
-from autodiscovery.store import Candidate, EvalKind, Evaluation, Run, Store
+from autodiscovery.running.refs import PastRun, RefError, candidate_at, open_run, parse
+from autodiscovery.store import EvalKind, Evaluation, Run, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.build import BuildReport
 from autodiscovery.toolkit.text import first_line
@@ -59,11 +59,8 @@ def origin(store: Store, ref: str, what: str = "--from") -> tuple[PastRun, Propo
     at = parse(ref, what)
     recorded = open_run(store, at.run)
     with store.session() as s:
-        run = row(s, Run, at.run)  # open_run read it
-        cand = Candidate.by_seq(s, run.id, at.seq) if at.seq is not None else run.best
-        if cand is None:
-            raise RefError(f"{what} {ref}: run {at.run} has "
-                           f"{f'no candidate #{at.seq}' if at.seq is not None else 'no best yet'}")
+        cand = candidate_at(s, at, f"{what} {ref}")
+        run = cand.run
         if not cand.source:
             raise RefError(f"{what} {ref}: candidate #{cand.seq} has no kernel (it was refused before one was made)")
         objective = recorded.harness.objective
@@ -229,9 +226,7 @@ def profile(target: str, name_or_path: str, overrides: list[str], store: Store |
         assert at.seq is not None  # required by the parse above
         recorded = open_run(store, at.run, overrides)
         with store.session() as s:
-            c = Candidate.by_seq(s, at.run, at.seq)
-            if c is None:
-                raise AutoDiscoveryError(f"run {at.run} has no candidate #{at.seq}")
+            c = candidate_at(s, at, f"profile {target}")
             candidate_id, source = c.id, c.source
         campaign = recorded.campaign
     harness = harness or registry.make_harness(campaign)
@@ -262,12 +257,7 @@ def prompt(ref: str, store: Store, overrides: list[str] | tuple[str, ...] = (), 
     recorded = open_run(store, at.run, overrides)
     run_id = at.run
     with store.session() as s:
-        run = row(s, Run, run_id)  # open_run read it
-        cand = Candidate.by_seq(s, run_id, at.seq) if at.seq is not None else run.best
-        if cand is None:
-            raise RefError(f"prompt {ref}: run {run_id} has "
-                           f"{f'no candidate #{at.seq}' if at.seq is not None else 'no best yet'}")
-        seq = cand.seq
+        seq = candidate_at(s, at, f"prompt {ref}").seq
     campaign = recorded.campaign
     harness = harness or recorded.harness(campaign)
     if isinstance(harness, Resuming):
