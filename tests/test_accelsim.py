@@ -384,3 +384,37 @@ def test_doctor_exits_0_when_what_the_campaign_needs_is_there(monkeypatch, tmp_p
     assert all(r["found"] for r in rows.values() if r["needed"])
 
 
+
+
+def test_replay_says_when_the_simulator_was_built_again(tmp_path):
+    """The simulator's build is part of what a co-design measurement was made with: replaying the shipped
+    512³ run on another build of it is not "the same machine", and the difference names the build."""
+    import dataclasses
+    import shutil
+
+    from replay import SimReplay
+
+    from autodiscovery.review.replay import replay
+    from autodiscovery.store import Store
+    from harnesses.accelsim import AccelsimHarness
+
+    db = tmp_path / "run.db"
+    shutil.copy(Path(__file__).parent.parent / "docs" / "codesign-512" / "run.db", db)
+    with Store(db).session() as s:
+        from autodiscovery.store import Run
+
+        recorded = dict(s.get(Run, 1).fingerprint)
+
+    @dataclasses.dataclass
+    class OnThisMachine(SimReplay):
+        fingerprint: dict = dataclasses.field(default_factory=dict)
+        toolchain = AccelsimHarness.toolchain
+
+        def preflight(self, need_gpu: bool = True) -> dict:
+            return dict(self.fingerprint)
+
+    same = replay(1, Store(db), harness=OnThisMachine(fingerprint=recorded))
+    assert same["same_machine"] and same["differences"] == {}
+    rebuilt = replay(1, Store(db), harness=OnThisMachine(fingerprint=recorded | {"simulator_build": "0123456789abcdef"}))
+    assert not rebuilt["same_machine"]
+    assert rebuilt["differences"] == {"simulator_build": [recorded["simulator_build"], "0123456789abcdef"]}

@@ -364,3 +364,50 @@ def test_the_report_sets_each_combined_point_against_the_sum_of_its_singles():
     section = next(s for s in table if s.id == "combined")
     assert [r[1] for r in section.rows] == ["a=1 + b=1", "a=1 + c=1"]
     assert section.rows[0][5] == "-5.0%" and section.rows[1][2] == "not simulated: area +12.0% over the budget of +10%"
+
+
+def test_a_budget_that_ends_the_campaign_early_names_the_phases_it_skipped(tmp_path):
+    """A candidate budget that stops the campaign after phase B: the phase table has a row for each phase
+    not reached, saying the run stopped first and why, and its caption speaks of no phase it does not show."""
+    from replay import SimReplay, offline_agent
+
+    from autodiscovery.review import report
+    from autodiscovery.running.driver import Driver
+    from autodiscovery.store import Store
+
+    c = campaigns.load("edge-codesign", [*AT_512, "harness.parallel=2", PHASES_512, "budget.candidates=13"])
+    store = Store(tmp_path / "cd.db")
+    run_id = Driver(c, store, SimReplay(), offline_agent(c, tmp_path), workers=2).new_run({"gpu": "simulated"})
+    data = accelsim_report.phases(store, run_id)
+    assert [r["phase"] for r in data["phases"]] == ["A", "B"]
+    assert [s["phase"] for s in data["skipped"]] == ["C", "D", "E"]
+    stop = report.run_row(store, run_id)["stop_reason"]
+    (table,) = [s for s in accelsim_report.phases_table(run_id, data) if s.id == "phases"]
+    skipped = [r for r in table.rows if r[1] == "–"]
+    assert [r[0] for r in skipped] == ["C model picks", "D architecture only", "E kernel × architecture"]
+    assert all(r[3].startswith("not reached: the run stopped first (") for r in skipped), skipped
+    assert "budget" in stop and stop in skipped[0][3]
+    assert "E's best" not in table.caption and "phase D" not in table.caption
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_the_report_tables_break_no_word_at_any_width(width):
+    """`report` of the shipped 512³ run at 80, 100 and 160 columns: every word of every cell of the
+    co-design tables is printed whole on one line (a table whose columns cannot fit without breaking a
+    word is printed as a record a row), and no line is wider than the terminal."""
+    from typer.testing import CliRunner
+
+    from autodiscovery.cli import app
+    from autodiscovery.review import report
+    from autodiscovery.store import Store
+
+    db = Path(__file__).parent.parent / "docs" / "codesign-512" / "run.db"
+    sections, _ = report.sections(Store(db, create=False, read_only=True), 1)
+    res = CliRunner().invoke(app, ["--db", str(db), "report", "1"], env={"COLUMNS": str(width)}, terminal_width=width)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    shown = [line for line in lines if not line.startswith("each step's hypothesis")]
+    assert max(len(line) for line in shown) <= width
+    words = {w for sec in sections for row in sec.rows for cell in row for w in str(cell).split() if len(w) > 3}
+    broken = [w for w in words if not any(w in line for line in lines)]
+    assert not broken, broken

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from autodiscovery.review import display
+from autodiscovery.review.sections import sections_table
 from harnesses.hopper_gemm import ncu, report
 
 LOG = (Path(__file__).parent / "data" / "ncu_h100_cluster.csv").read_text()
@@ -50,7 +50,7 @@ def test_a_missing_ncu_is_one_clear_error():
 
 def test_the_table_shows_both_kernels_side_by_side():
     console = Console(width=200, record=True)
-    console.print(display.sections_table([report.profile_section("3/7", ncu.profile(LOG, "gemm"))]))
+    console.print(sections_table([report.profile_section("3/7", ncu.profile(LOG, "gemm"))]))
     text = console.export_text()
     assert "tensor pipe busy" in text and "50.97" not in text and "51.0" in text and "94.9" in text
     assert "membar" in text

@@ -67,6 +67,23 @@ def test_the_tree_puts_every_candidate_under_its_parent(db):
     assert shown.exit_code == 0  # the drawn tree wraps with the terminal: its content is checked as JSON above
 
 
+def test_a_running_run_says_its_proposed_candidates_are_not_yet_evaluated(db):
+    """`runs` and `show` say a stopped run's proposed candidates were left when it stopped, and a running
+    run's that they are not yet evaluated: the stopped run's footnote is not shown for one that goes on."""
+    import sqlite3
+    from contextlib import closing
+
+    stopped = cli.invoke(app, ["--db", str(db), "runs"], terminal_width=80).output
+    assert "left proposed, not evaluated when the run stopped" in stopped
+    assert "left proposed" in cli.invoke(app, ["--db", str(db), "show", "1"], terminal_width=80).output
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("update runs set status = 'running' where id = 1")
+    going = " ".join(cli.invoke(app, ["--db", str(db), "runs"], terminal_width=80).output.split())
+    assert "when the run stopped" not in going and "+N on a running run: proposed, not yet evaluated" in going
+    shown = " ".join(cli.invoke(app, ["--db", str(db), "show", "1"], terminal_width=80).output.split())
+    assert "proposed, not yet evaluated" in shown and "left proposed" not in shown
+
+
 def test_runs_filters(db):
     assert [r["id"] for r in run_json(["runs", "--db", str(db)])] == [1]
     assert run_json(["runs", "--campaign", "edge-codesign", "--db", str(db)]) == []

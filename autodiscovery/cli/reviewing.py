@@ -28,6 +28,7 @@ from autodiscovery.cli.common import (
 from autodiscovery.review import candidate as candidate_view
 from autodiscovery.review import display, exports, report
 from autodiscovery.review import pool as pooling
+from autodiscovery.review.sections import sections_table
 from autodiscovery.roles import ShowingProfiles
 from autodiscovery.running import runner
 from autodiscovery.running.refs import parse
@@ -116,7 +117,7 @@ def show(
                 and "profile" in e["metrics"]):
             section = harness.profile_section(f"{run_id}/{seq}", e["metrics"]["profile"])
             if section is not None:
-                console.print(display.sections_table([section]))
+                console.print(sections_table([section]))
     lines = len((data["source"] or "").splitlines())
     say(f"one candidate whole (logs, metrics): `{hint(f'show {run_id}/{seq} --json', given)}`; its source "
         f"({lines} lines): `{hint(f'show {run_id}/{seq} --source', given)}`")

@@ -29,6 +29,7 @@ from autodiscovery.cli.common import (
     store,
 )
 from autodiscovery.review import display, exports, live, report
+from autodiscovery.review.sections import sections_table
 from autodiscovery.roles import Exporting, ShowingProfiles
 from autodiscovery.running import runner, suite
 from autodiscovery.running.driver import Stop
@@ -267,7 +268,7 @@ def profile(
         return emit_json(outcome.metrics["profile"])
     section = harness.profile_section(label, outcome.metrics["profile"]) if isinstance(harness, ShowingProfiles) else None
     if section is not None:
-        console.print(display.sections_table([section]))
+        console.print(sections_table([section]))
 
 
 @app.command()

@@ -5,13 +5,12 @@ interval) and shows the harness's own columns where they ask to be (`interfaces.
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from autodiscovery.interfaces import Objective, Section, columns
+from autodiscovery.interfaces import Objective, columns
 from autodiscovery.objective import Column
 from autodiscovery.roles import Shown, declared, identity
 from autodiscovery.status import CandidateStatus as C
@@ -55,8 +54,12 @@ def runs_table(rows: list[dict]) -> Table:
         cells.append([str(r["id"]), escape(name), r["agent"], r["status"],
                       str(r["evaluated"]) + (f" +{r['proposed']}" if r["proposed"] else ""), r["best_text"],
                       r["created_at"][:10]])
-    left_proposed = any(r["proposed"] for r in rows)
-    t = compact("runs", "+N: candidates left proposed, not evaluated when the run stopped" if left_proposed else None)
+    notes = []
+    if any(r["proposed"] for r in rows if r["status"] != "running"):
+        notes.append("+N: candidates left proposed, not evaluated when the run stopped")
+    if any(r["proposed"] for r in rows if r["status"] == "running"):
+        notes.append("+N on a running run: proposed, not yet evaluated")
+    t = compact("runs", "; ".join(notes) or None)
     for i, col in enumerate(("run", "campaign", "agent", "status", "evaluated", "best", "started")):
         fold = col == "campaign"
         t.add_column(col, no_wrap=not fold, overflow="fold" if fold else "ellipsis",
@@ -343,23 +346,3 @@ def summary_text(summary: dict, objective: Objective) -> str:
     if summary.get("per_minute"):
         parts.append(f"{summary['per_minute']:.0f} candidates a minute")
     return "; ".join(parts)
-
-
-def sections_table(sections: list[Section]) -> Group:
-    """A harness's report tables, one after the other."""
-    tables = []
-    for sec in sections:
-        t = compact(sec.title, sec.caption or None)
-        t.padding = (0, 1, 0, 0)  # two spaces between columns: cells that wrap stay apart
-        t.min_width = len(sec.title)  # a table narrower than its title would wrap the title
-        for i, col in enumerate(sec.columns):
-            texts = [Text.from_markup(str(row[i])).plain for row in sec.rows if i < len(row)]
-            if all(" " not in x and len(x) <= 14 for x in texts):  # a figure: whole, its head wrapped to fit it
-                width = max([len(x) for x in texts] + [len(w) for w in col.split()])
-                t.add_column(col, no_wrap=False, overflow="fold", width=width)
-            else:
-                t.add_column(col, overflow="fold")
-        for row in sec.rows:
-            t.add_row(*row)
-        tables.append(t)
-    return Group(*tables)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, selectinload
 from autodiscovery import AutoDiscoveryError, registry
 from autodiscovery.campaign import DEFAULT_HARNESS
 from autodiscovery.interfaces import Objective, Section, columns
-from autodiscovery.review.display import sections_table
+from autodiscovery.review.sections import sections_table
 from autodiscovery.roles import Choosing, Shown, Summarizing, declared
 from autodiscovery.running.ledger import build_facts, score_of
 from autodiscovery.running.refs import parse
@@ -26,6 +26,7 @@ from autodiscovery.store import (
     EvalStatus,
     LlmCall,
     Run,
+    RunStatus,
     Store,
 )
 from autodiscovery.store.models import database_of, utcnow
@@ -159,9 +160,13 @@ def tally(statuses: Iterable[str]) -> dict[str, int]:
             "proposed": sum(s == CandidateStatus.proposed for s in statuses)}
 
 
-def tally_text(t: dict[str, int]) -> str:
-    """The tally as every view says it: '27 evaluated' or '27 evaluated, 2 left proposed'."""
-    return f"{t['evaluated']} evaluated" + (f", {t['proposed']} left proposed" if t["proposed"] else "")
+def tally_text(t: dict, going: bool | None = None) -> str:
+    """The tally as every view says it: '27 evaluated', '27 evaluated, 2 left proposed' (a run that
+    stopped), '27 evaluated, 2 proposed, not yet evaluated' (one that is going on: `going`, or the
+    tally's own `status` where it is a run's row)."""
+    going = t.get("status") == RunStatus.running if going is None else going
+    left = "proposed, not yet evaluated" if going else "left proposed"
+    return f"{t['evaluated']} evaluated" + (f", {t['proposed']} {left}" if t["proposed"] else "")
 
 
 def candidate_row(c: Candidate, harness: Shown) -> dict:

@@ -27,6 +27,7 @@ from autodiscovery.store import (
     Evaluation,
     LlmCall,
     Run,
+    RunStatus,
     Store,
 )
 
@@ -203,7 +204,8 @@ def live(store: Store, run_id: int) -> dict:
                "cost": sum(costs) if costs else None, "models": [c["model"] for c in calls]}
     tally = {"evaluated": sum(n for st, n in counts.items() if st != CandidateStatus.proposed),
              "proposed": counts.get(CandidateStatus.proposed, 0)}
-    return head | {"tally": report.tally_text(tally), "counts": counts, "best": best,
+    going = head.get("status") == RunStatus.running
+    return head | {"tally": report.tally_text(tally, going), "counts": counts, "best": best,
                    "best_summary": report.summary_text(harness, best or {}),
                    "stops": {"rules": [], "nearest": None} if head["is_suite"] else stop_rules(store, run_id),
                    "pool": pooling.pool_text(pool) if pool else None, "llm": llm}

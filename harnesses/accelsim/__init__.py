@@ -105,7 +105,7 @@ class AccelsimHarness:
         Column("pct_of_bound", "% of bound", lambda m, b: m.get("pct_of_bound"), ".1f", frozenset({"measure"}),
                after=True))
     resumable = ("timeout_s", "build_workers", "cache_dir", "parallel", "work_dir")
-    toolchain = ("nvcc", "simulator")
+    toolchain = ("nvcc", "nvcc_release", "simulator", "simulator_build")
     charts = staticmethod(report.charts)
 
     def __init__(self, campaign: Campaign) -> None:

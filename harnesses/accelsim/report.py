@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from autodiscovery.interfaces import Section
-from autodiscovery.store import CandidateStatus, EvalStatus, Run, Store
+from autodiscovery.store import CandidateStatus, EvalStatus, Run, RunStatus, Store
 from harnesses.accelsim.arch import Architecture
 from harnesses.accelsim.costs import ArchSettings, pareto
 from harnesses.accelsim.model import held_out_confirms, spearman
@@ -24,6 +24,7 @@ def phases(store: Store, run_id: int) -> dict | None:
         if run is None:
             return None
         config = run.config or {}
+        going, stopped = run.status == RunStatus.running, run.stop_reason or ""
         rows = []
         for c in run.candidates:
             knobs = c.knobs or {}
@@ -64,7 +65,11 @@ def phases(store: Store, run_id: int) -> dict | None:
                       "arch_changes": arch_diff, "cycles": best["cycles"], "kernel_cycles": best["kernel_cycles"],
                       "change": change, "pct_of_bound": best["pct_of_bound"], "area_pct": best["area_pct"]})
     singles = attribution(rows, stock)
-    return {"baseline_cycles": base["cycles"] if base else None, "phases": table,
+    last = max(r["phase"] for r in rows)
+    skipped = [{"phase": p, "why": "not reached yet: the run is going on" if going else
+                f"not reached: the run stopped first ({stopped or 'no reason recorded'})"}
+               for p in "ABCDE" if p > last]
+    return {"baseline_cycles": base["cycles"] if base else None, "phases": table, "skipped": skipped,
             "attribution": singles, "combined": combined(rows, singles),
             "over_budget": next((r["over_budget"] for r in rows if r["over_budget"]), []),
             "not_tried": not_tried(rows, settings_phase(config, "D")),
@@ -298,13 +303,15 @@ def _phases(run_id: int, data: dict) -> Section:
         rows.append([names[r["phase"]], str(r["seq"]), str(r["simulated"]), f"{kernel}; {arch}", str(r["cycles"]),
                      str(r["kernel_cycles"]), pct(r["change"]), fmt(r["pct_of_bound"], ".1f"),
                      "–" if r["area_pct"] is None else f"{r['area_pct']:+.1f}%"])
+    rows += [[names[s["phase"]], "–", "0", s["why"], "–", "–", "–", "–", "–"] for s in data.get("skipped") or []]
+    caption = ("kernel cycles: the simulator's count without the kernel launch latency it includes; % of bound is "
+               "taken on them, against each point's own architecture")
+    if any(r["phase"] == "E" for r in data["phases"]):
+        caption += "; E's best is the best kernel × architecture point, phase D's included"
     return Section("phases", f"co-design phases of run {run_id} "
                              f"({f'baseline {base} cycles' if base is not None else 'the baseline did not finish'})",
                    ["phase", "#", "simulated", "best configuration", "cycles", "kernel cycles", "vs baseline",
-                    "% of bound", "area"], rows,
-                   "kernel cycles: the simulator's count without the kernel launch latency it includes; % of "
-                   "bound is taken on them, against each point's own architecture; E's best is the best kernel × "
-                   "architecture point, phase D's included", chart="phases")
+                    "% of bound", "area"], rows, caption, chart="phases")
 
 
 def charts(data: dict) -> list:
