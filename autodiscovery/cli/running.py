@@ -315,6 +315,10 @@ def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
     console.print(display.replay_table(data, report.harness_class(st, run_id)))
     if data["differences"]:
         console.print(display.fingerprints_table(data))
+    if data["code"]["differs"]:
+        say(f"other code than the recording: {data['code']['differs']}")
+    elif not data["code"]["recorded"]:
+        say("the run did not record the code it ran (recorded before runs did): it cannot be compared")
     flagged = [s for s in data["steps"] if s["flag"]]
     say(f"{len(flagged)} of {len(data['steps'])} steps differ from the recording by more than the noise"
         if flagged else f"{'the' if len(data['steps']) == 1 else 'all'} {plural(len(data['steps']), 'step')} "

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from autodiscovery import provenance
 from autodiscovery.interfaces import Objective, columns
 from autodiscovery.objective import Column
 from autodiscovery.roles import Shown, declared, identity
@@ -103,6 +104,8 @@ def where(fingerprint: dict, harness: Shown, width: int = 80) -> str:
     for k, v in facts.items():
         text = str(v)
         parts.append(text if text.startswith(k) else f"{k} {text[:24]}")
+    if (code := provenance.short(fingerprint.get("code"))) is not None:
+        parts.append(code)
     if fingerprint.get("dry_run"):
         parts.append("dry run")
     lines = [parts[0]]

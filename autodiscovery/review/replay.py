@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from autodiscovery import AutoDiscoveryError
+from autodiscovery import AutoDiscoveryError, provenance
 from autodiscovery.interfaces import Objective, columns
 from autodiscovery.review import report
 from autodiscovery.roles import Evaluating, Replaying, identity
@@ -82,6 +82,10 @@ def replay(run_id: int, store: Store, overrides: list[str] | tuple[str, ...] = (
         })
     was, now = identity(harness, recorded.fingerprint), identity(harness, fingerprint)
     differences = {k: [was[k], now[k]] for k in was if k in now and was[k] != now[k]}
+    code = provenance.code()
     return {"run": run_id, "campaign": recorded.campaign.name, "objective": objective.name,
-            "recorded_fingerprint": recorded.fingerprint, "fingerprint": fingerprint, "differences": differences,
-            "same_machine": not differences, "steps": steps}
+            "recorded_fingerprint": recorded.fingerprint, "fingerprint": fingerprint | {"code": code},
+            "differences": differences, "same_machine": not differences,
+            "code": {"recorded": recorded.fingerprint.get("code"), "now": code,
+                     "differs": provenance.differs(recorded.fingerprint.get("code"), code)},
+            "steps": steps}

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, selectinload
 
+from autodiscovery import provenance
 from autodiscovery.interfaces import History, Objective, Outcome, Proposal, Record
 from autodiscovery.store import (
     Build,
@@ -115,7 +116,8 @@ class Ledger:
                objective: Objective, parent_id: int | None = None) -> Ledger:
         """A new run (one problem of the suite `parent_id`), and its ledger."""
         with store.session() as s:
-            run = Run(campaign=campaign, agent=agent, config=config, fingerprint=fingerprint, parent_id=parent_id)
+            run = Run(campaign=campaign, agent=agent, config=config, fingerprint=provenance.stamped(fingerprint),
+                      parent_id=parent_id)
             s.add(run)
             s.flush()
             run_id = run.id

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from autodiscovery import AutoDiscoveryError, registry
+from autodiscovery import AutoDiscoveryError, provenance, registry
 from autodiscovery.campaign import (
     DEFAULT_CAMPAIGN,
     Campaign,
@@ -172,12 +172,18 @@ def resume_run(run_id: int, overrides: list[str], store: Store, display: Display
                                  "--allow-new-toolchain to go on anyway (the run records the change)")
     if isinstance(used, Resuming):
         used.adopt(fingerprint_was)  # e.g. the baseline chosen when the run started stays the baseline
+    code = provenance.code()
     with store.session() as s:
         run = row(s, Run, run_id)  # open_run read it
         run.config = campaign.model_dump(mode="json")
+        at = utcnow().isoformat(timespec="seconds")
         if changed:
             run.fingerprint = fingerprint_was | {"toolchain_changes": [*fingerprint_was.get("toolchain_changes", []), {
-                "at": utcnow().isoformat(timespec="seconds"), **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
+                "at": at, **{k: {"was": a, "now": b} for k, (a, b) in changed.items()}}]}
+        if (recorded_code := run.fingerprint.get("code")) and recorded_code.get("source") != code["source"]:
+            # the code that measured each candidate: the run's, then each resumption's from its time on
+            run.fingerprint = dict(run.fingerprint) | {"code_changes": [*run.fingerprint.get("code_changes", []),
+                                                                         {"at": at, **code}]}
     loop = Driver(campaign, store, made, agent, display, workers(made, used), dry_run=dry_run, stop=stop or Stop(),
                 started=started, runs=used)
     return loop.drive(run_id)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from autodiscovery import AutoDiscoveryError
+from autodiscovery import AutoDiscoveryError, provenance
 from autodiscovery.campaign import Campaign, validate
 from autodiscovery.roles import Checking, Evaluating
 from autodiscovery.running.lease import Stop
@@ -47,7 +47,8 @@ def start(campaign: Campaign, overrides: list[str], store: Store, display: Displ
     """A new suite's run, then each problem's run in turn; returns the suite's run id."""
     with store.session() as s:
         run = Run(campaign=campaign.name, agent=f"suite of {campaign.agent.kind}",
-                  config=campaign.model_dump(mode="json"), fingerprint={"dry_run": True} if dry_run else {})
+                  config=campaign.model_dump(mode="json"),
+                  fingerprint=provenance.stamped({"dry_run": True} if dry_run else {}))
         s.add(run)
         s.flush()
         parent_id = run.id
@@ -172,7 +173,7 @@ def _refused(store: Store, parent_id: int, child: Campaign, why: str) -> None:
     """A problem whose run could not begin, recorded as a failed run with the reason (the table says it)."""
     with store.session() as s:
         s.add(Run(campaign=child.name, agent=child.agent.kind, config=child.model_dump(mode="json"),
-                  fingerprint={}, status=RunStatus.failed, stop_reason=f"failed: the seed refuses the problem: {why}",
+                  fingerprint=provenance.stamped({}), status=RunStatus.failed, stop_reason=f"failed: the seed refuses the problem: {why}",
                   parent_id=parent_id))
 
 

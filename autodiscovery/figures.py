@@ -1,0 +1,234 @@
+"""The measured figures of the README and the documentation, each recomputed from the database it names.
+
+A figure is written after a tag that names where it comes from:
+
+    **<!-- fig docs/h100-default-run-cost/run.db 1/6 score -->1.020× cuBLAS**
+
+that is: the database (from the project's root), the run (`RUN`) or candidate (`RUN/SEQ`), and the
+quantity (below). The number right after the tag is the figure as printed; the check recomputes the
+quantity, unrounded, and fails where the printed number is not it rounded to the places printed (a
+count, exactly). `python -m autodiscovery.figures` lists every figure with its value; `--check` exits 1
+on the first list of those that drifted (the tests run it on every page).
+
+Quantities, `NAME` or `NAME:ARG`, and `*100` after any of them for a fraction printed as a percentage:
+- of a candidate (`RUN/SEQ`): `score`, `ci_low`, `ci_high`, `fig:KEY` (a figure of the harness's
+  columns: `tflops`, `x_best_lt`...), `kept_at` (seconds from the run's start to its keep);
+- of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `first_at` (seconds
+  to its first keep at or past the baseline), `busy`, `per_minute` (its devices' time: `review/pool.py`);
+- of a run: `change` (its best against its first candidate, the baseline it started from: a fraction),
+  `summary:PATH` (the harness's report data at a dotted path, list items by number);
+- of a suite (`RUN`): `median`, `worst`, `at_or_past` (problems whose best is at or past the baseline,
+  unrounded), `at_least:KEY:BAR` (problems whose figure KEY is at least BAR, unrounded), `min:KEY`,
+  `max:KEY` (KEY `score` for the objective, or a problem's row: `per_minute`), `problems`,
+  `suite_per_minute`, `first_at_median`;
+- of the whole database (`all`): `best_of_runs_at_or_past`, the problems whose best over all their runs
+  is at or past the baseline (a figure that is the best of several runs a problem).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autodiscovery import ROOT, AutoDiscoveryError
+
+TAG = re.compile(r"<!-- fig (?P<db>\S+) (?P<ref>all|\d+(?:/\d+)?) (?P<what>\S+) -->[\s*_]*(?P<figure>[−+-]?\d[\d,]*(?:\.\d+)?)")
+
+
+class FigureError(AutoDiscoveryError):
+    pass
+
+
+@dataclass
+class Figure:
+    page: str
+    line: int
+    db: str
+    ref: str
+    what: str
+    printed: str
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}: {self.printed} ({self.db} {self.ref} {self.what})"
+
+
+def found(root: Path = ROOT) -> list[Figure]:
+    """Every tagged figure of the README and the pages under docs/."""
+    paths = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    out = []
+    for path in paths:
+        text = path.read_text()
+        for m in TAG.finditer(text):
+            out.append(Figure(str(path.relative_to(root)), text.count("\n", 0, m.start()) + 1, m["db"], m["ref"],
+                              m["what"], m["figure"]))
+    return out
+
+
+def _number(printed: str) -> tuple[float, int]:
+    """The printed figure as a number, and the places it is printed to."""
+    text = printed.replace("−", "-").replace(",", "")
+    return float(text), len(text.partition(".")[2])
+
+
+class Reader:
+    """The databases the figures name, each opened once, read-only."""
+
+    def __init__(self, root: Path = ROOT) -> None:
+        self.root = root
+        self.stores: dict[str, Any] = {}
+
+    def store(self, db: str) -> Any:
+        from autodiscovery.store import Store
+
+        if db not in self.stores:
+            if not (self.root / db).is_file():
+                raise FigureError(f"no database {db}")
+            self.stores[db] = Store(self.root / db, create=False, read_only=True)
+        return self.stores[db]
+
+    def value(self, f: Figure) -> float:
+        what, scale = (f.what[:-4], 100.0) if f.what.endswith("*100") else (f.what, 1.0)
+        name, _, arg = what.partition(":")
+        run, _, seq = f.ref.partition("/")
+        store = self.store(f.db)
+        if run == "all":
+            got = self._database(store, name, arg)
+        else:
+            got = self._candidate(store, int(run), int(seq), name, arg) if seq else self._run(store, int(run), name, arg)
+        if not isinstance(got, int | float):
+            raise FigureError(f"{f.db} {f.ref}: {f.what} has no value")
+        return float(got) * scale
+
+    @staticmethod
+    def _candidate(store: Any, run_id: int, seq: int, name: str, arg: str) -> Any:
+        from autodiscovery.review import report
+        from autodiscovery.store import Candidate, Run
+
+        if name == "kept_at":
+            with store.session() as s:
+                c, run = Candidate.by_seq(s, run_id, seq), s.get(Run, run_id)
+                if c is None or run is None or c.decision is None:
+                    raise FigureError(f"run {run_id} has no decided candidate #{seq}")
+                return (c.decision.created_at - run.created_at).total_seconds()
+        c = next((c for c in report.show_run(store, run_id)["candidates"] if c["seq"] == seq), None)
+        if c is None:
+            raise FigureError(f"run {run_id} has no candidate #{seq}")
+        if name in ("score", "ci_low", "ci_high"):
+            return c[name]
+        if name == "fig":
+            return c["figures"].get(arg)
+        raise FigureError(f"unknown quantity of a candidate: {name}")
+
+    @staticmethod
+    def _run(store: Any, run_id: int, name: str, arg: str) -> Any:
+        from autodiscovery.review import exports, report
+        from autodiscovery.review.pool import pool
+        from autodiscovery.store import Run
+
+        if name in ("best", "best_fig", "elapsed", "evaluated"):
+            row = report.run_row(store, run_id)
+            return {"best": row["best_score"], "elapsed": row["elapsed_s"], "evaluated": row["evaluated"],
+                    "best_fig": (row["best_figures"] or {}).get(arg)}[name]
+        if name == "change":  # the best against the run's first candidate (the baseline it started from)
+            row, first = report.run_row(store, run_id), report.show_run(store, run_id)["candidates"][0]["score"]
+            return row["best_score"] / first - 1 if row["best_score"] is not None and first else None
+        if name == "summary":  # the harness's report data (`report.sections`), at a dotted path
+            node: Any = report.sections(store, run_id)[1]
+            for part in arg.split("."):
+                node = node[int(part)] if isinstance(node, list) else (node or {}).get(part)
+            return node
+        if name == "first_at":
+            with store.session() as s:
+                run = s.get(Run, run_id)
+                return exports.first_at(run, report.harness_of(run).objective) if run is not None else None
+        if name in ("busy", "per_minute"):
+            used = pool(store, run_id)
+            return used.get(name) if used else None
+        if name not in SUITE:
+            raise FigureError(f"unknown quantity of a run: {name}")
+        data = exports.dispatch(store, run_id)
+        summary, rows = data["summary"], data["rows"]
+        if name in ("median", "worst", "at_or_past", "problems"):
+            return summary[name]
+        if name == "suite_per_minute":
+            return summary["per_minute"]
+        if name == "first_at_median":
+            return summary["first_at_median_s"]
+        key = arg.split(":")[0]
+        values = [r[key] if key in r else r["figures"].get(key) for r in rows]
+        values = [v for v in values if isinstance(v, int | float)]
+        if name == "at_least":
+            key, _, bar = arg.partition(":")
+            return sum(v >= float(bar) for v in values)
+        if name in ("min", "max"):
+            return (min if name == "min" else max)(values) if values else None
+        raise FigureError(f"unknown quantity of a run: {name}")
+
+
+    @staticmethod
+    def _database(store: Any, name: str, arg: str) -> Any:
+        """`best_of_runs_at_or_past`: over every problem's run in the database (a suite's own row left out),
+        the problems (by their sizes and types) whose best over all their runs is at or past the baseline."""
+        from autodiscovery.review import report
+        from autodiscovery.store import Run
+
+        if name != "best_of_runs_at_or_past":
+            raise FigureError(f"unknown quantity of a database: {name}")
+        best: dict[str, tuple[float, Any]] = {}
+        with store.session() as s:
+            for run in s.query(Run).all():
+                if str(run.agent).startswith("suite") or run.best is None or run.best.measurement is None:
+                    continue
+                objective = report.harness_of(run).objective
+                score = objective.read(run.best.measurement.metrics)
+                key = repr(sorted(((run.config or {}).get("problem") or {}).items()))
+                if isinstance(score, int | float) and (key not in best or objective.better(score, best[key][0], 0)):
+                    best[key] = (score, objective)
+        return sum(o.reached(v, o.reference) for v, o in best.values() if o.reference is not None)
+
+
+def check(figures: list[Figure], reader: Reader | None = None) -> list[str]:
+    """Each figure that is not its database's value rounded as printed, in words."""
+    reader = reader or Reader()
+    wrong = []
+    for f in figures:
+        try:
+            value = reader.value(f)
+        except AutoDiscoveryError as exc:
+            wrong.append(f"{f}: {exc}")
+            continue
+        printed, places = _number(f.printed)
+        exact = f.what.split(":")[0] in COUNTS
+        if (value != printed) if exact else abs(value - printed) > 0.5 * 10 ** -places + 1e-9:
+            wrong.append(f"{f}: the database says {value:.{0 if exact else places + 3}f}")
+    return wrong
+
+
+SUITE = ("median", "worst", "at_or_past", "problems", "suite_per_minute", "first_at_median", "at_least", "min", "max")
+"""The quantities of a suite's run."""
+COUNTS = ("evaluated", "at_or_past", "at_least", "problems", "best_of_runs_at_or_past")
+"""Quantities that are counts: printed exactly."""
+
+
+def main(argv: list[str]) -> int:
+    figures = found()
+    reader = Reader()
+    if "--check" in argv:
+        wrong = check(figures, reader)
+        for line in wrong:
+            print(line)
+        print(f"{len(figures) - len(wrong)} of {len(figures)} figures agree with their databases")
+        return 1 if wrong else 0
+    for f in figures:
+        try:
+            print(f"{f}: {reader.value(f):.6g}")
+        except AutoDiscoveryError as exc:
+            print(f"{f}: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,62 @@
+"""The measured figures of the README and the documentation, each recomputed from the database it names
+(`autodiscovery/figures.py`): every tagged figure agrees, a drifted one fails, and every figure of the
+README's results table is tagged."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autodiscovery import ROOT, figures
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_every_tagged_figure_agrees_with_its_database():
+    found = figures.found()
+    assert len(found) >= 50
+    assert figures.check(found) == []
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    (tmp_path / "docs" / "runs").mkdir(parents=True)
+    shutil.copy(DATA / "h100_run.db", tmp_path / "docs" / "runs" / "run.db")
+    return tmp_path
+
+
+def page(root: Path, text: str) -> list[str]:
+    (root / "README.md").write_text(text)
+    return figures.check(figures.found(root), figures.Reader(root))
+
+
+def test_a_figure_is_its_database_value_rounded_as_printed(project):
+    """h100_run.db's run 1 has its best at 1.00896× cuBLAS (#6, 27 candidates evaluated): printed to any
+    places it agrees; one place off does not, nor a count printed other than exactly."""
+    tag = "<!-- fig docs/runs/run.db {ref} {what} -->"
+    assert page(project, f"**{tag.format(ref='1', what='best')}1.009× cuBLAS**, "
+                         f"{tag.format(ref='1', what='best')}1.01, {tag.format(ref='1/6', what='score')}1.00896") == []
+    assert page(project, f"{tag.format(ref='1', what='evaluated')}27 candidates") == []
+    (wrong,) = page(project, f"| x | {tag.format(ref='1', what='best')}1.010× |")
+    assert wrong.startswith("README.md:1: 1.010 (docs/runs/run.db 1 best): the database says 1.008958")
+    (count,) = page(project, f"{tag.format(ref='1', what='evaluated')}27.0 and {tag.format(ref='1', what='evaluated')}28")
+    assert "28 (docs/runs/run.db 1 evaluated): the database says 27" in count
+    (missing,) = page(project, "<!-- fig docs/runs/none.db 1 best -->1.0")
+    assert "no database docs/runs/none.db" in missing
+    (unknown,) = page(project, "<!-- fig docs/runs/run.db 1 nonsense -->1.0")
+    assert "unknown quantity of a run: nonsense" in unknown
+
+
+def test_every_figure_of_the_readme_results_table_is_tagged():
+    """Each number of the README's table of results that reads as a measurement (a ratio, a percentage,
+    seconds, a count of problems) carries its tag; the settings it quotes (1.05× apart) are not figures."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| on | found | page |"):text.index("Every measured table")]
+    untagged = []
+    for m in re.finditer(r"(?<![\w.³])([−+-]?\d[\d,]*(?:\.\d+)?)(?=(?:×(?! apart)(?!\d)|%| s\b| of \d))", table):
+        if not re.search(r"-->[\s*_]*$", table[max(0, m.start() - 8):m.start()]):
+            untagged.append(table[max(0, m.start() - 30):m.end() + 10])
+    assert untagged == []
