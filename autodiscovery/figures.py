@@ -12,7 +12,9 @@ on the first list of those that drifted (the tests run it on every page).
 
 Quantities, `NAME` or `NAME:ARG`, and `*100` after any of them for a fraction printed as a percentage:
 - of a candidate (`RUN/SEQ`): `score`, `ci_low`, `ci_high`, `fig:KEY` (a figure of the harness's
-  columns: `tflops`, `x_best_lt`...), `kept_at` (seconds from the run's start to its keep);
+  columns: `tflops`, `x_best_lt`...), `metric:PATH` (its measurement's metrics at a dotted path),
+  `h2h`, `h2h_ci_low`, `h2h_ci_high` (its last head-to-head's ratio), `kept_at` (seconds from the run's
+  start to its decision, a keep or not);
 - of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `first_at` (seconds
   to its first keep at or past the baseline), `busy`, `per_minute` (its devices' time: `review/pool.py`);
 - of a run: `change` (its best against its first candidate, the baseline it started from: a fraction),
@@ -105,14 +107,27 @@ class Reader:
     @staticmethod
     def _candidate(store: Any, run_id: int, seq: int, name: str, arg: str) -> Any:
         from autodiscovery.review import report
-        from autodiscovery.store import Candidate, Run
+        from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run
 
-        if name == "kept_at":
+        if name in ("kept_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high"):
             with store.session() as s:
                 c, run = Candidate.by_seq(s, run_id, seq), s.get(Run, run_id)
-                if c is None or run is None or c.decision is None:
-                    raise FigureError(f"run {run_id} has no decided candidate #{seq}")
-                return (c.decision.created_at - run.created_at).total_seconds()
+                if c is None or run is None:
+                    raise FigureError(f"run {run_id} has no candidate #{seq}")
+                if name == "kept_at":
+                    if c.decision is None:
+                        raise FigureError(f"run {run_id}'s candidate #{seq} was never decided")
+                    return (c.decision.created_at - run.created_at).total_seconds()
+                if name == "metric":
+                    node: Any = c.measurement.metrics if c.measurement is not None else None
+                    for part in arg.split("."):
+                        node = node.get(part) if isinstance(node, dict) else None
+                    return node
+                h2h = [e for e in c.evaluations if e.kind == EvalKind.head_to_head and e.status == EvalStatus.ok]
+                if not h2h:
+                    raise FigureError(f"run {run_id}'s candidate #{seq} had no head-to-head")
+                ratio = (h2h[-1].metrics or {}).get("ratio") or {}
+                return ratio.get({"h2h": "median", "h2h_ci_low": "ci_low", "h2h_ci_high": "ci_high"}[name])
         c = next((c for c in report.show_run(store, run_id)["candidates"] if c["seq"] == seq), None)
         if c is None:
             raise FigureError(f"run {run_id} has no candidate #{seq}")
