@@ -10,13 +10,16 @@ quantity, unrounded, and fails where the printed number is not it rounded to the
 count, exactly). `python -m autodiscovery.figures` lists every figure with its value; `--check` exits 1
 on the first list of those that drifted (the tests run it on every page).
 
-Quantities, `NAME` or `NAME:ARG`, and `*100` after any of them for a fraction printed as a percentage:
+Quantities, `NAME` or `NAME:ARG`, and `*N` after any of them to print it scaled (`*100`: a fraction as a
+percentage; `*1000`: milliseconds as microseconds):
 - of a candidate (`RUN/SEQ`): `score`, `ci_low`, `ci_high`, `fig:KEY` (a figure of the harness's
   columns: `tflops`, `x_best_lt`...), `metric:PATH` (its measurement's metrics at a dotted path),
-  `h2h`, `h2h_ci_low`, `h2h_ci_high` (its last head-to-head's ratio), `kept_at` (seconds from the run's
-  start to its decision, a keep or not);
-- of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `first_at` (seconds
-  to its first keep at or past the baseline), `busy`, `per_minute` (its devices' time: `review/pool.py`);
+  `h2h`, `h2h_ci_low`, `h2h_ci_high` (its last head-to-head's ratio), `eval_s:KIND` (the seconds of its
+  last evaluation of a kind: benchmark, head_to_head, sanitize), `kept_at` (seconds from the run's start
+  to its decision, a keep or not);
+- of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `proposed`,
+  `first_at` (seconds to its first keep at or past the baseline), `busy`, `per_minute` and `pool:PATH`
+  (its devices' time, `review/pool.py`: `window_s`, `benchmark`, `sanitize`, `idle.proposal`...);
 - of a run: `change` (its best against its first candidate, the baseline it started from: a fraction),
   `summary:PATH` (the harness's report data at a dotted path, list items by number);
 - of a suite (`RUN`): `median`, `worst`, `at_or_past` (problems whose best is at or past the baseline,
@@ -24,7 +27,8 @@ Quantities, `NAME` or `NAME:ARG`, and `*100` after any of them for a fraction pr
   `max:KEY` (KEY `score` for the objective, or a problem's row: `per_minute`), `problems`,
   `suite_per_minute`, `first_at_median`;
 - of the whole database (`all`): `best_of_runs_at_or_past`, the problems whose best over all their runs
-  is at or past the baseline (a figure that is the best of several runs a problem).
+  is at or past the baseline (a figure that is the best of several runs a problem), and
+  `best_of_runs_at_least:KEY:BAR`, those whose best's figure KEY is at least BAR.
 """
 
 from __future__ import annotations
@@ -69,6 +73,16 @@ def found(root: Path = ROOT) -> list[Figure]:
     return out
 
 
+def _at(node: Any, path: str) -> Any:
+    """What a dotted path names in nested mappings and lists (a list's items by number); None where not."""
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
 def _number(printed: str) -> tuple[float, int]:
     """The printed figure as a number, and the places it is printed to."""
     text = printed.replace("−", "-").replace(",", "")
@@ -92,7 +106,11 @@ class Reader:
         return self.stores[db]
 
     def value(self, f: Figure) -> float:
-        what, scale = (f.what[:-4], 100.0) if f.what.endswith("*100") else (f.what, 1.0)
+        what, star, factor = f.what.rpartition("*") if "*" in f.what else (f.what, "", "1")
+        try:
+            scale = float(factor)
+        except ValueError:
+            raise FigureError(f"{f.what}: what follows * is not a number") from None
         name, _, arg = what.partition(":")
         run, _, seq = f.ref.partition("/")
         store = self.store(f.db)
@@ -109,7 +127,7 @@ class Reader:
         from autodiscovery.review import report
         from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run
 
-        if name in ("kept_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high"):
+        if name in ("kept_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high", "eval_s"):
             with store.session() as s:
                 c, run = Candidate.by_seq(s, run_id, seq), s.get(Run, run_id)
                 if c is None or run is None:
@@ -119,10 +137,10 @@ class Reader:
                         raise FigureError(f"run {run_id}'s candidate #{seq} was never decided")
                     return (c.decision.created_at - run.created_at).total_seconds()
                 if name == "metric":
-                    node: Any = c.measurement.metrics if c.measurement is not None else None
-                    for part in arg.split("."):
-                        node = node.get(part) if isinstance(node, dict) else None
-                    return node
+                    return _at(c.measurement.metrics if c.measurement is not None else None, arg)
+                if name == "eval_s":  # the seconds of its last evaluation of that kind
+                    done = [e.seconds for e in c.evaluations if e.kind == arg and e.seconds is not None]
+                    return done[-1] if done else None
                 h2h = [e for e in c.evaluations if e.kind == EvalKind.head_to_head and e.status == EvalStatus.ok]
                 if not h2h:
                     raise FigureError(f"run {run_id}'s candidate #{seq} had no head-to-head")
@@ -143,25 +161,21 @@ class Reader:
         from autodiscovery.review.pool import pool
         from autodiscovery.store import Run
 
-        if name in ("best", "best_fig", "elapsed", "evaluated"):
+        if name in ("best", "best_fig", "elapsed", "evaluated", "proposed"):
             row = report.run_row(store, run_id)
             return {"best": row["best_score"], "elapsed": row["elapsed_s"], "evaluated": row["evaluated"],
-                    "best_fig": (row["best_figures"] or {}).get(arg)}[name]
+                    "proposed": row["proposed"], "best_fig": (row["best_figures"] or {}).get(arg)}[name]
         if name == "change":  # the best against the run's first candidate (the baseline it started from)
             row, first = report.run_row(store, run_id), report.show_run(store, run_id)["candidates"][0]["score"]
             return row["best_score"] / first - 1 if row["best_score"] is not None and first else None
         if name == "summary":  # the harness's report data (`report.sections`), at a dotted path
-            node: Any = report.sections(store, run_id)[1]
-            for part in arg.split("."):
-                node = node[int(part)] if isinstance(node, list) else (node or {}).get(part)
-            return node
+            return _at(report.sections(store, run_id)[1], arg)
         if name == "first_at":
             with store.session() as s:
                 run = s.get(Run, run_id)
                 return exports.first_at(run, report.harness_of(run).objective) if run is not None else None
-        if name in ("busy", "per_minute"):
-            used = pool(store, run_id)
-            return used.get(name) if used else None
+        if name in ("busy", "per_minute", "pool"):
+            return _at(pool(store, run_id), arg if name == "pool" else name)
         if name not in SUITE:
             raise FigureError(f"unknown quantity of a run: {name}")
         data = exports.dispatch(store, run_id)
@@ -190,9 +204,9 @@ class Reader:
         from autodiscovery.review import report
         from autodiscovery.store import Run
 
-        if name != "best_of_runs_at_or_past":
+        if name not in ("best_of_runs_at_or_past", "best_of_runs_at_least"):
             raise FigureError(f"unknown quantity of a database: {name}")
-        best: dict[str, tuple[float, Any]] = {}
+        best: dict[str, tuple[float, Any, Any]] = {}
         with store.session() as s:
             for run in s.query(Run).all():
                 if str(run.agent).startswith("suite") or run.best is None or run.best.measurement is None:
@@ -201,8 +215,15 @@ class Reader:
                 score = objective.read(run.best.measurement.metrics)
                 key = repr(sorted(((run.config or {}).get("problem") or {}).items()))
                 if isinstance(score, int | float) and (key not in best or objective.better(score, best[key][0], 0)):
-                    best[key] = (score, objective)
-        return sum(o.reached(v, o.reference) for v, o in best.values() if o.reference is not None)
+                    best[key] = (score, objective, (run.id, run.best.seq))
+        if name == "best_of_runs_at_or_past":
+            return sum(o.reached(v, o.reference) for v, o, _ in best.values() if o.reference is not None)
+        key, _, bar = arg.partition(":")
+        figures = []
+        for _, _, (run_id, seq) in best.values():
+            shown = next(c for c in report.show_run(store, run_id)["candidates"] if c["seq"] == seq)
+            figures.append(shown["figures"].get(key))
+        return sum(isinstance(v, int | float) and v >= float(bar) for v in figures)
 
 
 def check(figures: list[Figure], reader: Reader | None = None) -> list[str]:
@@ -224,7 +245,8 @@ def check(figures: list[Figure], reader: Reader | None = None) -> list[str]:
 
 SUITE = ("median", "worst", "at_or_past", "problems", "suite_per_minute", "first_at_median", "at_least", "min", "max")
 """The quantities of a suite's run."""
-COUNTS = ("evaluated", "at_or_past", "at_least", "problems", "best_of_runs_at_or_past")
+COUNTS = ("evaluated", "proposed", "at_or_past", "at_least", "problems", "best_of_runs_at_or_past",
+          "best_of_runs_at_least")
 """Quantities that are counts: printed exactly."""
 
 

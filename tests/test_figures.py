@@ -60,3 +60,17 @@ def test_every_figure_of_the_readme_results_table_is_tagged():
         if not re.search(r"-->[\s*_]*$", table[max(0, m.start() - 8):m.start()]):
             untagged.append(table[max(0, m.start() - 30):m.end() + 10])
     assert untagged == []
+
+
+def test_the_quantities_read_what_the_run_recorded(project):
+    """Each kind of quantity, on h100_run.db's run 1: what was left proposed, the pool's window and an idle
+    share scaled to a percentage, a candidate's benchmark seconds, a metric scaled from ms to µs, its
+    head-to-head, and the best over the database's runs; a scale that is not a number is an error."""
+    tag = "<!-- fig docs/runs/run.db {ref} {what} -->{figure}"
+    cases = [("1", "proposed", "2"), ("1", "pool:window_s", "118.3"), ("1", "pool:idle.proposal*100", "1.2%"),
+             ("1/6", "eval_s:benchmark", "3.25"), ("1/6", "metric:ms.candidate*1000", "170.9 µs"),
+             ("1/6", "h2h", "1.129×"), ("all", "best_of_runs_at_or_past", "1"),
+             ("all", "best_of_runs_at_least:tflops:500", "1")]
+    assert page(project, " ".join(tag.format(ref=r, what=w, figure=f) for r, w, f in cases)) == []
+    (bad,) = page(project, tag.format(ref="1", what="best*x", figure="1"))
+    assert "what follows * is not a number" in bad
