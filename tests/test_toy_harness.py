@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from toy_harness import VARIANTS
 from typer.testing import CliRunner
 
 from autodiscovery.cli import app
@@ -143,3 +144,26 @@ def test_unknown_harness_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["run", "--campaign", str(path)])
     assert res.exit_code == 2 and "harness 'nowhere:Nothing' cannot be loaded" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_measure_records_its_measurements_where_asked(tmp_path, wide):
+    """`measure --record` keeps what it measured as a run of its own (agent `measure`), so that a figure
+    can name it: the kernel its one candidate, each measurement an evaluation, the code in its fingerprint;
+    without it nothing is written."""
+    kernel = tmp_path / "builtin.py"
+    kernel.write_text(VARIANTS["builtin"])
+    db = tmp_path / "measured.db"
+    plain = cli("--db", db, "measure", kernel, "--campaign", campaign_file(tmp_path), "--repeat", "2")
+    assert plain.exit_code == 0, plain.output
+    assert not db.exists() and "recorded" not in plain.output
+    res = cli("--db", db, "measure", kernel, "--campaign", campaign_file(tmp_path), "--repeat", "3", "--record")
+    assert res.exit_code == 0, res.output
+    assert "recorded as run 1 (its measurements: `autodiscovery show 1/0 --db" in " ".join(res.output.split())
+    run = json.loads(cli("--db", db, "show", "1", "--json").output)
+    assert run["agent"] == "measure" and run["status"] == "finished" and run["stop_reason"] == "measured 3 times"
+    assert run["config"]["measure"] == {"kernel": str(kernel), "repeat": 3} and run["fingerprint"]["code"]["source"]
+    (cand,) = run["candidates"]
+    assert cand["status"] == "measured" and cand["score"] > 0
+    shown = json.loads(cli("--db", db, "show", "1/0", "--json").output)
+    assert [e["kind"] for e in shown["evaluations"]] == ["benchmark"] * 3
+    assert json.loads(cli("--db", db, "runs", "--json").output)[0]["best_text"].endswith(" ms")

@@ -230,11 +230,15 @@ def measure(
         campaigns.DEFAULT_CAMPAIGN,
     set_: SetOption = None,
     repeat: Annotated[int, typer.Option(min=1, help="Measure this many times, each in a fresh process.")] = 1,
+    record: Annotated[bool, typer.Option("--record", help="Record the measurements in the database (--db) as a "
+                                                          "run of their own, so a figure can name it.")] = False,
+    db: DbOption = None,
 ) -> None:
-    """Gate and measure one kernel file as its campaign's harness does (nothing is recorded)."""
+    """Gate and measure one kernel file as its campaign's harness does (recorded only with --record)."""
     loaded = campaigns.load(campaign, list(set_ or []))
     harness = registry.make_harness(loaded)
-    outcomes = runner.measure(str(kernel), campaign, list(set_ or []), repeat, harness=harness)
+    outcomes, run_id = runner.measure(str(kernel), campaign, list(set_ or []), repeat, harness=harness,
+                                      store=store(db, create=True) if record else None)
     objective = harness.objective
     console.print(display.measure_table(str(kernel), outcomes, harness))
     scores = [o.score for o in outcomes if o.score is not None]
@@ -242,6 +246,8 @@ def measure(
         med = statistics.median(scores)
         say(f"spread of {objective.name} over {len(scores)} measurements: {(max(scores) - min(scores)) / med:.2%} "
             f"of the median ({objective.format(min(scores), '.4f')} to {objective.format(max(scores), '.4f')})")
+    if run_id is not None:
+        say(f"recorded as run {run_id} (its measurements: `{hint(f'show {run_id}/0', db)}`)")
     if any(o.status != EvalStatus.ok for o in outcomes):
         raise typer.Exit(1)
 

@@ -5,6 +5,7 @@ the ladder."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,12 +23,12 @@ from autodiscovery.roles import Checking, Doctoring, Evaluating, Profiling, Resu
 from autodiscovery.running.check import CheckFailed, check_source
 from autodiscovery.running.driver import Display, Driver, Quiet, Stop
 from autodiscovery.running.evaluate import assess
-from autodiscovery.running.ledger import score_of
+from autodiscovery.running.ledger import Ledger, score_of
 from autodiscovery.running.refs import PastRun, RefError, candidate_at, open_run, parse
-from autodiscovery.store import EvalKind, Evaluation, Run, Store
+from autodiscovery.store import CandidateStatus, EvalKind, Evaluation, Run, RunStatus, Store
 from autodiscovery.store.models import row, utcnow
 from autodiscovery.toolkit.build import BuildReport
-from autodiscovery.toolkit.text import first_line
+from autodiscovery.toolkit.text import first_line, plural
 
 __all__ = ["Quiet", "Stop", "measure", "profile", "prompt", "ladder", "resume_run", "run_campaign"]
 
@@ -199,8 +200,10 @@ def _build_or_fail(harness: Evaluating, source: str, what: str) -> BuildReport:
 
 
 def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 1,
-            harness: Evaluating | None = None) -> list[Outcome]:
-    """Check, build and evaluate one kernel file, `repeat` times (each in a fresh child process)."""
+            harness: Evaluating | None = None, store: Store | None = None) -> tuple[list[Outcome], int | None]:
+    """Check, build and evaluate one kernel file, `repeat` times (each in a fresh child process); with
+    `store`, recorded there as a run of its own (agent `measure`: the kernel its one candidate, each
+    measurement an evaluation of it, the machine and the code in its fingerprint), whose id is returned."""
     path = Path(kernel)
     if not path.is_file():
         raise AutoDiscoveryError(f"kernel file not found: {kernel}")
@@ -210,9 +213,28 @@ def measure(kernel: str, name_or_path: str, overrides: list[str], repeat: int = 
     checked = check_source(source, kernel, campaign, harness)  # what needs no GPU, before the GPU is asked for
     if not checked.ok:
         raise CheckFailed(checked.failure())
-    harness.preflight()
+    fingerprint = harness.preflight()
     build = _build_or_fail(harness, source, kernel)
-    return [assess(harness, source, build) for _ in range(repeat)]
+    if store is None:
+        return [assess(harness, source, build) for _ in range(repeat)], None
+    config = campaign.model_dump(mode="json") | {"measure": {"kernel": str(path), "repeat": repeat}}
+    ledger = Ledger.create(store, campaign.name, "measure", config, fingerprint, harness.objective)
+    t0 = time.monotonic()
+    ledger.elapsed = lambda: time.monotonic() - t0
+    (cand,) = ledger.add([Proposal(hypothesis=f"{path.name} as given, measured by `autodiscovery measure`",
+                                   source=source, proposer="measure", family=path.name.split(".")[0])])
+    ledger.built(cand.id, ledger.save_build(build))
+    outcomes = []
+    try:
+        for _ in range(repeat):
+            eval_id = ledger.begin(cand.id, EvalKind.benchmark)
+            outcomes.append(assess(harness, source, build))
+            ledger.finish(eval_id, cand.id, EvalKind.benchmark, outcomes[-1], status=CandidateStatus.measured)
+    except BaseException:
+        ledger.close(RunStatus.interrupted, "interrupted", None)
+        raise
+    ledger.close(RunStatus.finished, f"measured {plural(repeat, 'time')}", None)
+    return outcomes, ledger.run_id
 
 
 def profile(target: str, name_or_path: str, overrides: list[str], store: Store | None,
