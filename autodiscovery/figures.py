@@ -20,7 +20,9 @@ percentage; `*1000`: milliseconds as microseconds):
 - of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `proposed`,
   `first_at` (seconds to its first keep at or past the baseline), `busy`, `per_minute` and `pool:PATH`
   (its devices' time, `review/pool.py`: `window_s`, `benchmark`, `sanitize`, `idle.proposal`...);
-- of a run: `change` (its best against its first candidate, the baseline it started from: a fraction),
+- of a run: `sum:Q` and `mean:Q`, a candidate's quantity Q over the run's candidates that have one
+  (`sum:eval_s:sanitize`: the seconds its sanitizer runs took in all);
+  `change` (its best against its first candidate, the baseline it started from: a fraction),
   `summary:PATH` (the harness's report data at a dotted path, list items by number);
 - of a suite (`RUN`): `median`, `worst`, `at_or_past` (problems whose best is at or past the baseline,
   unrounded), `at_least:KEY:BAR` (problems whose figure KEY is at least BAR, unrounded), `min:KEY`,
@@ -165,6 +167,21 @@ class Reader:
             row = report.run_row(store, run_id)
             return {"best": row["best_score"], "elapsed": row["elapsed_s"], "evaluated": row["evaluated"],
                     "proposed": row["proposed"], "best_fig": (row["best_figures"] or {}).get(arg)}[name]
+        if name in ("sum", "mean"):  # a candidate's quantity over the run's candidates that have one
+            from autodiscovery.store import Candidate
+
+            with store.session() as s:
+                seqs = [c.seq for c in s.query(Candidate).filter(Candidate.run_id == run_id).order_by(Candidate.seq)]
+            quantity, _, rest = arg.partition(":")
+            values = []
+            for seq in seqs:
+                try:
+                    v = Reader._candidate(store, run_id, seq, quantity, rest)
+                except FigureError:
+                    continue
+                if isinstance(v, int | float):
+                    values.append(v)
+            return (sum(values) if name == "sum" else sum(values) / len(values)) if values else None
         if name == "change":  # the best against the run's first candidate (the baseline it started from)
             row, first = report.run_row(store, run_id), report.show_run(store, run_id)["candidates"][0]["score"]
             return row["best_score"] / first - 1 if row["best_score"] is not None and first else None

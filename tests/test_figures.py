@@ -64,13 +64,25 @@ def test_every_figure_of_the_readme_results_table_is_tagged():
 
 def test_the_quantities_read_what_the_run_recorded(project):
     """Each kind of quantity, on h100_run.db's run 1: what was left proposed, the pool's window and an idle
-    share scaled to a percentage, a candidate's benchmark seconds, a metric scaled from ms to µs, its
-    head-to-head, and the best over the database's runs; a scale that is not a number is an error."""
+    share scaled to a percentage, a candidate's benchmark seconds and their sum and mean over the run, a
+    metric scaled from ms to µs, its head-to-head, and the best over the database's runs; a scale that is
+    not a number is an error."""
     tag = "<!-- fig docs/runs/run.db {ref} {what} -->{figure}"
     cases = [("1", "proposed", "2"), ("1", "pool:window_s", "118.3"), ("1", "pool:idle.proposal*100", "1.2%"),
              ("1/6", "eval_s:benchmark", "3.25"), ("1/6", "metric:ms.candidate*1000", "170.9 µs"),
              ("1/6", "h2h", "1.129×"), ("all", "best_of_runs_at_or_past", "1"),
              ("all", "best_of_runs_at_least:tflops:500", "1")]
+    values = figures.Reader(project)
+    sums = [values.value(figures.Figure("x", 0, "docs/runs/run.db", f"1/{seq}", "eval_s:benchmark", "0"))
+            for seq in range(28) if _measured(values, seq)]
+    cases += [("1", "sum:eval_s:benchmark", f"{sum(sums):.2f}"), ("1", "mean:eval_s:benchmark", f"{sum(sums) / len(sums):.3f}")]
     assert page(project, " ".join(tag.format(ref=r, what=w, figure=f) for r, w, f in cases)) == []
     (bad,) = page(project, tag.format(ref="1", what="best*x", figure="1"))
     assert "what follows * is not a number" in bad
+
+
+def _measured(values: figures.Reader, seq: int) -> bool:
+    try:
+        return values.value(figures.Figure("x", 0, "docs/runs/run.db", f"1/{seq}", "eval_s:benchmark", "0")) is not None
+    except figures.FigureError:
+        return False
