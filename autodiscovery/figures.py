@@ -20,8 +20,9 @@ percentage; `*1000`: milliseconds as microseconds):
 - of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `proposed`,
   `first_at` (seconds to its first keep at or past the baseline), `busy`, `per_minute` and `pool:PATH`
   (its devices' time, `review/pool.py`: `window_s`, `benchmark`, `sanitize`, `idle.proposal`...);
-- of a run: `sum:Q` and `mean:Q`, a candidate's quantity Q over the run's candidates that have one
-  (`sum:eval_s:sanitize`: the seconds its sanitizer runs took in all);
+- of a run: `sum_of:Q`, `mean_of:Q`, `median_of:Q` and `count_of:Q`, a candidate's quantity Q over the
+  run's candidates that have one (a suite's: over its problems' runs; `sum_of:eval_s:sanitize`: the
+  seconds its sanitizer runs took in all);
   `change` (its best against its first candidate, the baseline it started from: a fraction),
   `summary:PATH` (the harness's report data at a dotted path, list items by number);
 - of a suite (`RUN`): `median`, `worst`, `at_or_past` (problems whose best is at or past the baseline,
@@ -167,21 +168,28 @@ class Reader:
             row = report.run_row(store, run_id)
             return {"best": row["best_score"], "elapsed": row["elapsed_s"], "evaluated": row["evaluated"],
                     "proposed": row["proposed"], "best_fig": (row["best_figures"] or {}).get(arg)}[name]
-        if name in ("sum", "mean"):  # a candidate's quantity over the run's candidates that have one
+        if name in ("sum_of", "mean_of", "median_of", "count_of"):  # a candidate's quantity over the run's
+            import statistics
+
             from autodiscovery.store import Candidate
 
-            with store.session() as s:
-                seqs = [c.seq for c in s.query(Candidate).filter(Candidate.run_id == run_id).order_by(Candidate.seq)]
+            with store.session() as s:  # a suite's: those of its problems' runs
+                runs = [run_id, *(r.id for r in s.query(Run).filter(Run.parent_id == run_id))]
+                seqs = [(c.run_id, c.seq) for c in s.query(Candidate).filter(Candidate.run_id.in_(runs))]
             quantity, _, rest = arg.partition(":")
             values = []
-            for seq in seqs:
+            for rid, seq in seqs:
                 try:
-                    v = Reader._candidate(store, run_id, seq, quantity, rest)
+                    v = Reader._candidate(store, rid, seq, quantity, rest)
                 except FigureError:
                     continue
                 if isinstance(v, int | float):
                     values.append(v)
-            return (sum(values) if name == "sum" else sum(values) / len(values)) if values else None
+            if name == "count_of":
+                return len(values)
+            if not values:
+                return None
+            return sum(values) if name == "sum_of" else statistics.mean(values) if name == "mean_of" else statistics.median(values)
         if name == "change":  # the best against the run's first candidate (the baseline it started from)
             row, first = report.run_row(store, run_id), report.show_run(store, run_id)["candidates"][0]["score"]
             return row["best_score"] / first - 1 if row["best_score"] is not None and first else None
@@ -262,7 +270,7 @@ def check(figures: list[Figure], reader: Reader | None = None) -> list[str]:
 
 SUITE = ("median", "worst", "at_or_past", "problems", "suite_per_minute", "first_at_median", "at_least", "min", "max")
 """The quantities of a suite's run."""
-COUNTS = ("evaluated", "proposed", "at_or_past", "at_least", "problems", "best_of_runs_at_or_past",
+COUNTS = ("evaluated", "proposed", "count_of", "at_or_past", "at_least", "problems", "best_of_runs_at_or_past",
           "best_of_runs_at_least")
 """Quantities that are counts: printed exactly."""
 

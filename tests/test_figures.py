@@ -75,7 +75,7 @@ def test_the_quantities_read_what_the_run_recorded(project):
     values = figures.Reader(project)
     sums = [values.value(figures.Figure("x", 0, "docs/runs/run.db", f"1/{seq}", "eval_s:benchmark", "0"))
             for seq in range(28) if _measured(values, seq)]
-    cases += [("1", "sum:eval_s:benchmark", f"{sum(sums):.2f}"), ("1", "mean:eval_s:benchmark", f"{sum(sums) / len(sums):.3f}")]
+    cases += [("1", "sum_of:eval_s:benchmark", f"{sum(sums):.2f}"), ("1", "mean_of:eval_s:benchmark", f"{sum(sums) / len(sums):.3f}")]
     assert page(project, " ".join(tag.format(ref=r, what=w, figure=f) for r, w, f in cases)) == []
     (bad,) = page(project, tag.format(ref="1", what="best*x", figure="1"))
     assert "what follows * is not a number" in bad
