@@ -109,7 +109,7 @@ class Reader:
         return self.stores[db]
 
     def value(self, f: Figure) -> float:
-        what, star, factor = f.what.rpartition("*") if "*" in f.what else (f.what, "", "1")
+        what, _, factor = f.what.rpartition("*") if "*" in f.what else (f.what, "", "1")
         try:
             scale = float(factor)
         except ValueError:
