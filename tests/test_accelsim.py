@@ -104,7 +104,8 @@ def standin_harness(tmp_path, *sets: str, **env) -> AccelsimHarness:
 
 @pytest.fixture
 def standin_env():
-    keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE", "STANDIN_OUTPUT")}
+    keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE", "STANDIN_OUTPUT",
+                                            "STANDIN_ROUND_CYCLES")}
     yield
     for k, v in keep.items():
         os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -418,3 +419,53 @@ def test_replay_says_when_the_simulator_was_built_again(tmp_path):
     rebuilt = replay(1, Store(db), harness=OnThisMachine(fingerprint=recorded | {"simulator_build": "0123456789abcdef"}))
     assert not rebuilt["same_machine"]
     assert rebuilt["differences"] == {"simulator_build": [recorded["simulator_build"], "0123456789abcdef"]}
+
+
+SAMPLED = "harness.sample={rounds: [1, 2], min_rounds: 4}"
+
+
+def test_a_persistent_grid_is_simulated_in_part_and_extrapolated(tmp_path, standin_env):
+    """With `harness.sample`, a persistent kernel whose tiles fill whole rounds (64 tiles of 64x64 over 16
+    blocks at 512³: 4 rounds) is simulated for its first round and its first two, and its cycles are the
+    first's plus each further round at the two's difference; only the sampled tiles' outputs are checked
+    (the stand-in leaves the rest unwritten). A kernel of one block a tile is simulated whole, saying why."""
+    h = standin_harness(tmp_path, SAMPLED, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0",
+                        STANDIN_ROUND_CYCLES="1000")
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
+    kernel = dict(agent.kernel.default) | {"BLOCK_M": 64, "BLOCK_N": 64, "PERSISTENT": 16}
+    out = h.evaluate(agent.render(kernel, dict(agent.arch.default)), build)
+    assert out.status == "ok", out.log
+    s = out.metrics["sample"]
+    assert s["rounds"] == [1, 2] and s["of"] == 4 and s["tiles"] == 64 and s["blocks"] == 16
+    assert s["cycles"] == [32033, 33033] and s["per_round"] == 1000.0
+    assert out.metrics["cycles"] == 32033 + 3 * 1000 == out.score
+    assert out.metrics["kernel_cycles"] == 27033 + 3 * 1000
+    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 30033, abs=0.01)
+    assert "check" in out.metrics and out.metrics["check"] == "PASS"
+    whole = h.evaluate(agent.seed_proposal().source, build)  # one block a tile
+    assert whole.metrics["cycles"] == 31033 and whole.metrics["sample"]["whole"].startswith("one block a tile")
+    os.environ["STANDIN_OUTPUT"] = "wrong"  # a sampled tile's output off: the sample is not taken on trust
+    wrong = standin_harness(tmp_path / "w", SAMPLED).evaluate(agent.render(kernel, dict(agent.arch.default)), build)
+    assert wrong.status == "incorrect" and "of the sampled tiles" not in wrong.log
+    assert "outputs differ from the reference" in wrong.log
+
+
+def test_what_a_sample_cannot_represent_is_simulated_whole():
+    """The plan: whole rounds of a persistent grid only, and enough of them."""
+    from harnesses.accelsim import sample
+    from harnesses.accelsim.settings import Sample
+
+    agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
+    program = lambda **k: agent.render(dict(agent.kernel.default) | k, dict(agent.arch.default))  # noqa: E731
+    s = Sample()
+    assert isinstance(sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s), sample.Plan)
+    assert "partly idle" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=24), 512, 512, s)
+    assert "fewer than harness.sample.min_rounds" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=32), 512, 512, s)
+    assert "one block a tile" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=0), 512, 512, s)
+    assert sample.plan(program(), 512, 512, None) == "harness.sample is not set"
+    with pytest.raises(campaigns.CampaignError, match="harness.sample: rounds: two rounds R1 < R2"):
+        campaigns.load("edge-codesign", ["harness.sample={rounds: [2, 1]}"])
+    mask = sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s).mask(512, 512, 1)
+    assert mask[:128].all() and not mask[128:].any()  # the first 16 tiles: two rows of 8, 64 high
+

@@ -5,10 +5,28 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from autodiscovery.campaign import HarnessSettings, Strict
 from harnesses.accelsim.costs import ArchSettings
+
+
+class Sample(Strict):
+    """A persistent kernel simulated in part: its grid's first rounds of tiles, extrapolated to the whole
+    (`harness.sample`; `harnesses/accelsim/sample.py`)."""
+
+    rounds: tuple[int, int] = (1, 2)
+    """The two samples, in rounds of the grid (R1 < R2): a round's cost is their difference over R2 - R1."""
+    min_rounds: int = Field(4, ge=3)
+    """Grids of fewer rounds than this are simulated in full (a sample would save little)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Sample:
+        if not 1 <= self.rounds[0] < self.rounds[1]:
+            raise ValueError("rounds: two rounds R1 < R2, the first at least 1")
+        if self.rounds[1] >= self.min_rounds:
+            raise ValueError("rounds: the second sample must be fewer rounds than min_rounds")
+        return self
 
 
 class Settings(HarnessSettings):
@@ -35,6 +53,9 @@ class Settings(HarnessSettings):
     cache_dir: str = "runs/cache/accelsim"
     work_dir: str = "runs/sim"
     """Each simulation runs in its own folder under here (kept with its log and config)."""
+    sample: Sample | None = None
+    """Simulate a persistent kernel's first rounds of tiles and extrapolate to its whole grid (None: every
+    simulation whole). A grid the sample cannot represent is simulated whole, and its outcome says why."""
     arch: ArchSettings = ArchSettings()
     """The area/power budget a design must fit (`arch.budget.area_pct`, +10% over stock by default) and the
     shares its costs are estimated from (costs.py)."""

@@ -1,0 +1,79 @@
+"""The sample against the whole: each point (a kernel on an architecture) simulated whole and in part
+(`harness.sample`), side by side on the machine's cores, and the two cycle counts compared.
+
+    python -m harnesses.accelsim.sample_check --size 512 --out docs/codesign-sample/check-512.json
+
+Points: the co-design kernel at tiles of 64x64 and 128x128 with persistent grids of several rounds, on
+the stock architecture and on the 1024³ campaign's best. Needs the simulator (`autodiscovery doctor
+--campaign edge-codesign`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from autodiscovery import campaign as campaigns
+from harnesses.accelsim import AccelsimHarness
+from harnesses.accelsim.agent import CodesignAgent
+
+BEST_1024 = {"scheduler": "gto", "l2_rop_latency": 120, "shmem_banks": 64}
+"""The architecture the shipped 1024³ campaign found best (docs/codesign-1024-default)."""
+
+
+def points(agent: CodesignAgent, size: int) -> list[tuple[str, dict, dict]]:
+    """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size."""
+    stock = dict(agent.arch.default)
+    out = []
+    for tile, frags in ((64, (2, 2)), (128, (2, 4))):
+        tiles = (size // tile) ** 2
+        for blocks in (8, 16, 32, 64):
+            if blocks >= tiles or tiles % blocks or tiles // blocks < 4:
+                continue
+            kernel = dict(agent.kernel.default) | {"BLOCK_M": tile, "BLOCK_N": tile, "FRAGS_M": frags[0],
+                                                   "FRAGS_N": frags[1], "PERSISTENT": blocks}
+            for name, arch in (("stock", stock), ("best", stock | BEST_1024)):
+                out.append((f"{tile}x{tile} P{blocks} ({tiles // blocks} rounds), {name}", kernel, arch))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=512)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--limit", type=int, default=0, help="at most this many points (0: all)")
+    args = ap.parse_args(argv)
+    sizes = [f"problem.{k}={args.size}" for k in "MNK"]
+    whole = AccelsimHarness(campaigns.load("edge-codesign", sizes))
+    part = AccelsimHarness(campaigns.load("edge-codesign", [*sizes, "harness.sample={rounds: [1, 2], min_rounds: 4}"]))
+    for h in (whole, part):
+        h.preflight()
+    agent = CodesignAgent(campaigns.load("edge-codesign", sizes))
+    chosen = points(agent, args.size)[:args.limit or None]
+    sources = [agent.render(kernel, arch) for _, kernel, arch in chosen]
+    builds = [whole.build(s) for s in sources]
+
+    with ThreadPoolExecutor(whole.parallel) as pool:  # every simulation of every point side by side
+        futures = [(pool.submit(whole.evaluate, src, b), pool.submit(part.evaluate, src, b))
+                   for src, b in zip(sources, builds)]
+        rows = []
+        for (label, _, _), (fa, fb) in zip(chosen, futures):
+            a, b = fa.result(), fb.result()
+            full, est = a.metrics.get("cycles"), b.metrics.get("cycles")
+            row = {"point": label, "whole": full, "sampled": est, "whole_s": a.metrics.get("wall_s"),
+                   "sampled_s": b.metrics.get("wall_s"), "status": [a.status, b.status], "sample": b.metrics.get("sample")}
+            if full and est:
+                row["error"] = (est - full) / full
+            print(f"{label:<36} whole {row['whole']} sampled {row['sampled']} "
+                  f"error {row.get('error', float('nan')):+.2%}", flush=True)
+            rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"size": args.size, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
