@@ -29,6 +29,8 @@ percentage; `*1000`: milliseconds as microseconds):
   unrounded), `at_least:KEY:BAR` (problems whose figure KEY is at least BAR, unrounded), `min:KEY`,
   `max:KEY` (KEY `score` for the objective, or a problem's row: `per_minute`), `problems`,
   `suite_per_minute`, `first_at_median`;
+- of a JSON file a measurement wrote (REF `file`, the file in place of the database): the value at a
+  dotted path (`rows.0.error*100`);
 - of the whole database (`all`): `best_of_runs_at_or_past`, the problems whose best over all their runs
   is at or past the baseline (a figure that is the best of several runs a problem), and
   `best_of_runs_at_least:KEY:BAR`, those whose best's figure KEY is at least BAR.
@@ -36,6 +38,7 @@ percentage; `*1000`: milliseconds as microseconds):
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -44,7 +47,7 @@ from typing import Any
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
-TAG = re.compile(r"<!-- fig (?P<db>\S+) (?P<ref>all|\d+(?:/\d+)?) (?P<what>\S+) -->[\s*_]*(?P<figure>[−+-]?\d[\d,]*(?:\.\d+)?)")
+TAG = re.compile(r"<!-- fig (?P<db>\S+) (?P<ref>all|file|\d+(?:/\d+)?) (?P<what>\S+) -->[\s*_]*(?P<figure>[−+-]?\d[\d,]*(?:\.\d+)?)")
 
 
 class FigureError(AutoDiscoveryError):
@@ -116,6 +119,14 @@ class Reader:
             raise FigureError(f"{f.what}: what follows * is not a number") from None
         name, _, arg = what.partition(":")
         run, _, seq = f.ref.partition("/")
+        if run == "file":  # a measurement's own JSON file, read at a dotted path
+            path = self.root / f.db
+            if not path.is_file():
+                raise FigureError(f"no file {f.db}")
+            got = _at(json.loads(path.read_text()), what)
+            if not isinstance(got, int | float):
+                raise FigureError(f"{f.db}: {what} has no value")
+            return float(got) * scale
         store = self.store(f.db)
         if run == "all":
             got = self._database(store, name, arg)

@@ -458,14 +458,16 @@ def test_what_a_sample_cannot_represent_is_simulated_whole():
 
     agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     program = lambda **k: agent.render(dict(agent.kernel.default) | k, dict(agent.arch.default))  # noqa: E731
-    s = Sample()
-    assert isinstance(sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s), sample.Plan)
+    s = Sample()  # samples of 2 and 3 rounds, for grids of 6 rounds or more
+    assert isinstance(sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=8), 512, 512, s), sample.Plan)
     assert "partly idle" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=24), 512, 512, s)
-    assert "fewer than harness.sample.min_rounds" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=32), 512, 512, s)
+    assert "fewer than harness.sample.min_rounds" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s)
     assert "one block a tile" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=0), 512, 512, s)
     assert sample.plan(program(), 512, 512, None) == "harness.sample is not set"
     with pytest.raises(campaigns.CampaignError, match="harness.sample: rounds: two rounds R1 < R2"):
         campaigns.load("edge-codesign", ["harness.sample={rounds: [2, 1]}"])
-    mask = sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s).mask(512, 512, 1)
+    with pytest.raises(campaigns.CampaignError, match="together must be fewer rounds than min_rounds"):
+        campaigns.load("edge-codesign", ["harness.sample={rounds: [2, 3], min_rounds: 5}"])
+    mask = sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, Sample(rounds=(1, 2), min_rounds=4)).mask(512, 512, 1)
     assert mask[:128].all() and not mask[128:].any()  # the first 16 tiles: two rows of 8, 64 high
 

@@ -79,6 +79,10 @@ def test_the_quantities_read_what_the_run_recorded(project):
     assert page(project, " ".join(tag.format(ref=r, what=w, figure=f) for r, w, f in cases)) == []
     (bad,) = page(project, tag.format(ref="1", what="best*x", figure="1"))
     assert "what follows * is not a number" in bad
+    (project / "docs" / "runs" / "check.json").write_text('{"rows": [{"error": 0.01421}]}')
+    assert page(project, "<!-- fig docs/runs/check.json file rows.0.error*100 -->+1.42%") == []  # a file a command wrote
+    (drift,) = page(project, "<!-- fig docs/runs/check.json file rows.0.error*100 -->+1.5%")
+    assert "the database says 1.4210" in drift
 
 
 def _measured(values: figures.Reader, seq: int) -> bool:

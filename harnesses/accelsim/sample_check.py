@@ -24,14 +24,15 @@ BEST_1024 = {"scheduler": "gto", "l2_rop_latency": 120, "shmem_banks": 64}
 """The architecture the shipped 1024³ campaign found best (docs/codesign-1024-default)."""
 
 
-def points(agent: CodesignAgent, size: int) -> list[tuple[str, dict, dict]]:
-    """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size."""
+def points(agent: CodesignAgent, size: int, least: int = 4) -> list[tuple[str, dict, dict]]:
+    """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size,
+    in `least` rounds or more."""
     stock = dict(agent.arch.default)
     out = []
     for tile, frags in ((64, (2, 2)), (128, (2, 4))):
         tiles = (size // tile) ** 2
         for blocks in (8, 16, 32, 64):
-            if blocks >= tiles or tiles % blocks or tiles // blocks < 4:
+            if blocks >= tiles or tiles % blocks or tiles // blocks < least:
                 continue
             kernel = dict(agent.kernel.default) | {"BLOCK_M": tile, "BLOCK_N": tile, "FRAGS_M": frags[0],
                                                    "FRAGS_N": frags[1], "PERSISTENT": blocks}
@@ -45,14 +46,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", type=int, default=512)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--limit", type=int, default=0, help="at most this many points (0: all)")
+    ap.add_argument("--only", default="", help="the points whose label holds this text")
+    ap.add_argument("--rounds", type=int, nargs=2, default=[2, 3], help="the two samples, in rounds (R1 < R2)")
     args = ap.parse_args(argv)
     sizes = [f"problem.{k}={args.size}" for k in "MNK"]
     whole = AccelsimHarness(campaigns.load("edge-codesign", sizes))
-    part = AccelsimHarness(campaigns.load("edge-codesign", [*sizes, "harness.sample={rounds: [1, 2], min_rounds: 4}"]))
+    r1, r2 = args.rounds
+    part = AccelsimHarness(campaigns.load("edge-codesign", [*sizes, f"harness.sample={{rounds: [{r1}, {r2}], min_rounds: {r1 + r2 + 1}}}"]))
     for h in (whole, part):
         h.preflight()
     agent = CodesignAgent(campaigns.load("edge-codesign", sizes))
-    chosen = points(agent, args.size)[:args.limit or None]
+    chosen = [p for p in points(agent, args.size, r1 + r2 + 1) if args.only in p[0]][:args.limit or None]
     sources = [agent.render(kernel, arch) for _, kernel, arch in chosen]
     builds = [whole.build(s) for s in sources]
 

@@ -15,17 +15,18 @@ class Sample(Strict):
     """A persistent kernel simulated in part: its grid's first rounds of tiles, extrapolated to the whole
     (`harness.sample`; `harnesses/accelsim/sample.py`)."""
 
-    rounds: tuple[int, int] = (1, 2)
-    """The two samples, in rounds of the grid (R1 < R2): a round's cost is their difference over R2 - R1."""
-    min_rounds: int = Field(4, ge=3)
-    """Grids of fewer rounds than this are simulated in full (a sample would save little)."""
+    rounds: tuple[int, int] = (2, 3)
+    """The two samples, in rounds of the grid (R1 < R2): a round's cost is their difference over R2 - R1.
+    The first round fills the caches, so the default samples begin after it."""
+    min_rounds: int = Field(6, ge=4)
+    """Grids of fewer rounds than this are simulated whole (the two samples would cost about as much)."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Sample:
         if not 1 <= self.rounds[0] < self.rounds[1]:
             raise ValueError("rounds: two rounds R1 < R2, the first at least 1")
-        if self.rounds[1] >= self.min_rounds:
-            raise ValueError("rounds: the second sample must be fewer rounds than min_rounds")
+        if sum(self.rounds) >= self.min_rounds:
+            raise ValueError("rounds: the two samples together must be fewer rounds than min_rounds")
         return self
 
 
