@@ -38,6 +38,7 @@ percentage; `*1000`: milliseconds as microseconds):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -89,6 +90,23 @@ def _at(node: Any, path: str) -> Any:
     return node
 
 
+def _shown(store: Any, run_id: int) -> list[dict]:
+    """A run's candidates as `report.show_run` gives them."""
+    return _read(store, run_id, "show_run")["candidates"]
+
+
+@functools.lru_cache(maxsize=512)
+def _read(store: Any, run_id: int, view: str) -> Any:
+    """A view of a run (`report.show_run`, `run_row`, `sections`; `pool`; `exports.dispatch`), read once
+    for every figure that asks it: the stores a `Reader` opens are read-only and live as long as it does."""
+    from autodiscovery.review import exports, report
+    from autodiscovery.review.pool import pool
+
+    readers = {"show_run": report.show_run, "run_row": report.run_row, "sections": report.sections,
+               "pool": pool, "dispatch": exports.dispatch}
+    return readers[view](store, run_id)
+
+
 def _number(printed: str) -> tuple[float, int]:
     """The printed figure as a number, and the places it is printed to."""
     text = printed.replace("−", "-").replace(",", "")
@@ -138,7 +156,6 @@ class Reader:
 
     @staticmethod
     def _candidate(store: Any, run_id: int, seq: int, name: str, arg: str) -> Any:
-        from autodiscovery.review import report
         from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run
 
         if name in ("kept_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high", "eval_s"):
@@ -160,23 +177,22 @@ class Reader:
                     raise FigureError(f"run {run_id}'s candidate #{seq} had no head-to-head")
                 ratio = (h2h[-1].metrics or {}).get("ratio") or {}
                 return ratio.get({"h2h": "median", "h2h_ci_low": "ci_low", "h2h_ci_high": "ci_high"}[name])
-        c = next((c for c in report.show_run(store, run_id)["candidates"] if c["seq"] == seq), None)
-        if c is None:
+        row = next((r for r in _shown(store, run_id) if r["seq"] == seq), None)
+        if row is None:
             raise FigureError(f"run {run_id} has no candidate #{seq}")
         if name in ("score", "ci_low", "ci_high"):
-            return c[name]
+            return row[name]
         if name == "fig":
-            return c["figures"].get(arg)
+            return row["figures"].get(arg)
         raise FigureError(f"unknown quantity of a candidate: {name}")
 
     @staticmethod
     def _run(store: Any, run_id: int, name: str, arg: str) -> Any:
         from autodiscovery.review import exports, report
-        from autodiscovery.review.pool import pool
         from autodiscovery.store import Run
 
         if name in ("best", "best_fig", "elapsed", "evaluated", "proposed"):
-            row = report.run_row(store, run_id)
+            row = _read(store, run_id, "run_row")
             return {"best": row["best_score"], "elapsed": row["elapsed_s"], "evaluated": row["evaluated"],
                     "proposed": row["proposed"], "best_fig": (row["best_figures"] or {}).get(arg)}[name]
         if name in ("sum_of", "mean_of", "median_of", "count_of"):  # a candidate's quantity over the run's
@@ -202,19 +218,19 @@ class Reader:
                 return None
             return sum(values) if name == "sum_of" else statistics.mean(values) if name == "mean_of" else statistics.median(values)
         if name == "change":  # the best against the run's first candidate (the baseline it started from)
-            row, first = report.run_row(store, run_id), report.show_run(store, run_id)["candidates"][0]["score"]
+            row, first = _read(store, run_id, "run_row"), _shown(store, run_id)[0]["score"]
             return row["best_score"] / first - 1 if row["best_score"] is not None and first else None
         if name == "summary":  # the harness's report data (`report.sections`), at a dotted path
-            return _at(report.sections(store, run_id)[1], arg)
+            return _at(_read(store, run_id, "sections")[1], arg)
         if name == "first_at":
             with store.session() as s:
                 run = s.get(Run, run_id)
                 return exports.first_at(run, report.harness_of(run).objective) if run is not None else None
         if name in ("busy", "per_minute", "pool"):
-            return _at(pool(store, run_id), arg if name == "pool" else name)
+            return _at(_read(store, run_id, "pool"), arg if name == "pool" else name)
         if name not in SUITE:
             raise FigureError(f"unknown quantity of a run: {name}")
-        data = exports.dispatch(store, run_id)
+        data = _read(store, run_id, "dispatch")
         summary, rows = data["summary"], data["rows"]
         if name in ("median", "worst", "at_or_past", "problems"):
             return summary[name]
@@ -257,7 +273,7 @@ class Reader:
         key, _, bar = arg.partition(":")
         figures = []
         for _, _, (run_id, seq) in best.values():
-            shown = next(c for c in report.show_run(store, run_id)["candidates"] if c["seq"] == seq)
+            shown = next(c for c in _shown(store, run_id) if c["seq"] == seq)
             figures.append(shown["figures"].get(key))
         return sum(isinstance(v, int | float) and v >= float(bar) for v in figures)
 
