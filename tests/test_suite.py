@@ -138,6 +138,38 @@ def test_a_suite_resumes_where_it_stopped(tmp_path, seed):
         assert second.status == "finished" and second.candidates[0].status == "kept"  # resumed, not started again
 
 
+def test_a_suite_tunes_as_many_problems_as_asked_then_goes_on_when_resumed(tmp_path, seed):
+    """`--problems N` stops between two problems (a long suite in pieces); each piece's problems are
+    finished runs, and `--resume` goes on from the first not tuned, never tuning one twice."""
+    db = str(tmp_path / "runs.db")
+    args = ["--db", db, "run", "--campaign", "hopper-gemm", "--quiet", "--problems", "1"]
+    for o in overrides(seed):
+        args += ["--set", o]
+    first = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert first.exit_code == 0, first.output
+    assert "stopped after 1 of 3 problems, as --problems asked" in first.output
+    assert "run --resume 1" in first.output
+    store = Store(db)
+
+    def kids() -> list[tuple[str, str]]:
+        with store.session() as s:
+            return [(k.campaign, k.status) for k in s.query(Run).filter(Run.parent_id == 1).order_by(Run.id)]
+
+    assert kids() == [("hopper-gemm/qkv 16", "finished")]
+    with store.session() as s:
+        assert Run.find(s, 1).status == "interrupted"
+    resumed = CliRunner().invoke(app, ["--db", db, "run", "--resume", "1", "--problems", "1"], env={"COLUMNS": "80"})
+    assert resumed.exit_code == 0 and "stopped after 2 of 3 problems" in resumed.output, resumed.output
+    assert kids() == [("hopper-gemm/qkv 16", "finished"), ("hopper-gemm/qkv 2048", "finished")]
+    last = CliRunner().invoke(app, ["--db", db, "run", "--resume", "1"], env={"COLUMNS": "80"})
+    assert last.exit_code == 0 and "suite 1: finished (suite: 3 problems tuned)" in last.output, last.output
+    assert [k for k, _ in kids()] == ["hopper-gemm/qkv 16", "hopper-gemm/qkv 2048", "hopper-gemm/ragged"]
+    one = CliRunner().invoke(app, ["--db", str(tmp_path / "one.db"), "run", "--campaign", "hopper-gemm",
+                                   "--problems", "1", "--set", "harness.name=replay:ShapedReplay"])
+    assert one.exit_code == 2 and "--problems is for a suite" in one.output
+    assert not (tmp_path / "one.db").exists()
+
+
 def test_suite_entries_are_checked_when_the_campaign_loads():
     with pytest.raises(campaigns.CampaignError, match="suite entry 'b': problem.M"):
         campaigns.load("hopper-gemm", ["suite=[{label: a, problem: {M: 16}}, {label: b, problem: {M: 0}}]"])

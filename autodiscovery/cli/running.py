@@ -63,7 +63,9 @@ def run(
     allow_new_toolchain: Annotated[bool, typer.Option(
         help="With --resume: go on although the toolchain changed (compiler, driver, libraries; the run "
              "records it).", metavar="")] = False,
-
+    problems: Annotated[int | None, typer.Option(
+        min=1, help="A suite: tune this many of its problems now, then stop between two problems "
+                    "(--resume goes on).")] = None,
     db: DbOption = None,
 ) -> None:
     """Run a campaign: propose, build, gate, measure, keep or revert, until a stop rule fires."""
@@ -89,17 +91,21 @@ def run(
     loaded = None
     if resume is None and from_ is None:  # validated before anything is opened, and only once
         loaded = campaigns.load(campaign or campaigns.DEFAULT_CAMPAIGN, overrides)
+        if problems is not None and not loaded.suite:
+            raise AutoDiscoveryError(f"--problems is for a suite (a campaign with `suite:`); {loaded.name} tunes "
+                                     "one problem")
     given = db
     fresh = _new_file(db)
     st = store(db, create=True)
     started: list[int] = []  # the run's id, once it is recorded
     with _kept_only_if_used(st, fresh, started):
-        _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started, given)
+        _run(loaded, campaign, overrides, resume, from_, quiet, dry_run, allow_new_toolchain, st, started, given,
+             problems)
 
 
 def _run(loaded: campaigns.Campaign | None, campaign: str | None, overrides: list[str], resume: int | None,
          from_: str | None, quiet: bool, dry_run: bool, allow_new_toolchain: bool, st: Store, started: list[int],
-         given: str | None) -> None:
+         given: str | None, problems: int | None = None) -> None:
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
     stop = Stop()
 
@@ -112,7 +118,9 @@ def _run(loaded: campaigns.Campaign | None, campaign: str | None, overrides: lis
     previous = signal.signal(signal.SIGINT, on_interrupt)
     if (loaded is not None and loaded.suite) or (resume is not None and suite.is_suite(st, resume)):
         return _suite(loaded, resume, overrides, st, stop, started, quiet, dry_run, allow_new_toolchain, previous,
-                      given)
+                      given, problems)
+    if problems is not None:
+        raise AutoDiscoveryError(f"--problems is for a suite (a campaign with `suite:`); run {resume} tunes one problem")
     with _saved(started, "run", previous, given):
         if resume is None:
             run_id = runner.run_campaign(campaign, overrides, st, view, dry_run=dry_run, stop=stop, started=started.append,
@@ -200,7 +208,7 @@ def _saved(started: list[int], what: str, previous: Any, given: str | None = Non
 
 def _suite(loaded: campaigns.Campaign | None, resume: int | None, overrides: list[str], db: Store, stop: Stop,
            started: list[int], quiet: bool, dry_run: bool, allow_new_toolchain: bool, previous: Any,
-           given: str | None = None) -> None:
+           given: str | None = None, problems: int | None = None) -> None:
     """A suite: each problem's run in turn (each with its own live view), then the dispatch table."""
     view = runner.Quiet() if quiet else live.LiveDisplay(console)
     with _saved(started, "suite", previous, given), console.status("suite") if quiet else contextlib.nullcontext() as status:
@@ -208,14 +216,20 @@ def _suite(loaded: campaigns.Campaign | None, resume: int | None, overrides: lis
             (lambda msg: say(f"suite: {msg}"))
         if resume is None:
             assert loaded is not None  # a new suite's campaign is loaded before anything is opened (`run`)
-            run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress)
+            run_id = suite.start(loaded, overrides, db, view, stop, started.append, dry_run, progress,
+                                 problems=problems)
         else:
-            run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress)
+            run_id = suite.resume(resume, overrides, db, view, stop, started.append, allow_new_toolchain, progress,
+                                  problems=problems)
     console.print(display.dispatch_table(exports.dispatch(db, run_id)))
     summary = report.run_row(db, run_id)
     if stop.requested:
         say(f"suite {run_id} stopped between two candidates; continue with `{hint(f'run --resume {run_id}', given)}`")
         raise typer.Exit(130)
+    if summary["status"] == RunStatus.interrupted:  # --problems: paused between two problems, as asked
+        say(f"suite {run_id}: {summary['stop_reason']}, as --problems asked; continue with "
+            f"`{hint(f'run --resume {run_id}', given)}`")
+        return
     library = isinstance(report.harness_class(db, run_id), Exporting)
     say(f"suite {run_id}: {summary['status']} ({summary['stop_reason']}). See `{hint(f'report {run_id}', given)}`"
         + (f"; `{hint(f'export {run_id} --library DIR', given)}` writes its best kernels as a library."

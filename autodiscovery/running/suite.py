@@ -43,8 +43,10 @@ def children(store: Store, parent_id: int) -> dict[str, int]:
 
 def start(campaign: Campaign, overrides: list[str], store: Store, display: Display, stop: Stop,
           started: Callable[[int], None] | None = None, dry_run: bool = False,
-          progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None) -> int:
-    """A new suite's run, then each problem's run in turn; returns the suite's run id."""
+          progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None,
+          problems: int | None = None) -> int:
+    """A new suite's run, then each problem's run in turn (`problems` of them at most, this time); returns
+    the suite's run id."""
     with store.session() as s:
         run = Run(campaign=campaign.name, agent=f"suite of {campaign.agent.kind}",
                   config=campaign.model_dump(mode="json"),
@@ -55,19 +57,21 @@ def start(campaign: Campaign, overrides: list[str], store: Store, display: Displ
     if started:
         started(parent_id)
     return drive(parent_id, overrides, store, display, stop, dry_run=dry_run, progress=progress,
-                 make_harness=make_harness)
+                 make_harness=make_harness, problems=problems)
 
 
 def resume(parent_id: int, overrides: list[str], store: Store, display: Display, stop: Stop,
            started: Callable[[int], None] | None = None, allow_new_toolchain: bool = False,
-           progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None) -> int:
+           progress: Callable[[str], None] = lambda _: None, make_harness: MakeHarness | None = None,
+           problems: int | None = None) -> int:
     with store.session() as s:
         run = row(s, Run, parent_id)
         dry_run = bool(run.fingerprint.get("dry_run"))
     if started:
         started(parent_id)
     return drive(parent_id, overrides, store, display, stop, dry_run=dry_run,
-                 allow_new_toolchain=allow_new_toolchain, progress=progress, make_harness=make_harness)
+                 allow_new_toolchain=allow_new_toolchain, progress=progress, make_harness=make_harness,
+                 problems=problems)
 
 
 def is_suite(store: Store, run_id: int) -> bool:
@@ -78,8 +82,9 @@ def is_suite(store: Store, run_id: int) -> bool:
 
 def drive(parent_id: int, overrides: list[str], store: Store, display: Display, stop: Stop, dry_run: bool = False,
           allow_new_toolchain: bool = False, progress: Callable[[str], None] = lambda _: None,
-          make_harness: MakeHarness | None = None) -> int:
-    """Each problem's run in turn, from the first not finished; `make_harness` (a campaign -> its harness)
+          make_harness: MakeHarness | None = None, problems: int | None = None) -> int:
+    """Each problem's run in turn, from the first not finished, `problems` of them at most this time (the
+    suite then stops between two problems, to be resumed); `make_harness` (a campaign -> its harness)
     stands in for the registry's."""
     from autodiscovery import registry
     from autodiscovery.running import runner
@@ -91,10 +96,10 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
         campaign = validate(run.config, f"campaign of run {parent_id}")
         run.status, run.stop_reason = RunStatus.running, None
     entries = order(campaign, campaign.suite or [])
-    done = 0
+    done = tuned = 0
     try:
         for i, entry in enumerate(entries):
-            if stop.requested:
+            if stop.requested or (problems is not None and tuned >= problems):
                 break
             have = children(store, parent_id)
             progress(f"{entry.label} ({i + 1} of {len(entries)})")
@@ -109,6 +114,7 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
                     child = validate(row(s, Run, child_id).config, f"campaign of run {child_id}")
                 runner.resume_run(child_id, _own(overrides), store, display, harness=make_harness(child), stop=stop,
                               allow_new_toolchain=allow_new_toolchain)
+                tuned += 1
             else:
                 child = campaign.entry(entry, f"suite {parent_id}")
                 harness = make_harness(child)
@@ -117,13 +123,14 @@ def drive(parent_id: int, overrides: list[str], store: Store, display: Display, 
                 else:
                     runner.run_campaign(None, [], store, display, harness=harness, dry_run=dry_run, stop=stop,
                                  campaign=child, parent_id=parent_id)
+                    tuned += 1
             done += 1
             if not dry_run and i == 0:
                 _adopt_device(store, parent_id)
     except BaseException:
         _close(store, parent_id, RunStatus.interrupted, "interrupted")
         raise
-    if stop.requested and done < len(entries):
+    if done < len(entries):
         _close(store, parent_id, RunStatus.interrupted, f"stopped after {done} of {len(entries)} problems")
     else:
         _close(store, parent_id, RunStatus.finished, f"suite: {plural(len(entries), 'problem')} tuned")
