@@ -332,7 +332,7 @@ def replay(run_id: Annotated[int, typer.Argument(help="Run id.")],
                              progress=lambda msg: status.update(f"replay of run {run_id}: {msg}"))
     if as_json:
         return emit_json(data)
-    console.print(display.replay_table(data, report.harness_class(st, run_id)))
+    console.print(sections_table([display.replay_section(data, report.harness_class(st, run_id))]))
     if data["differences"]:
         console.print(display.fingerprints_table(data))
     if data["code"]["differs"]:

@@ -12,7 +12,7 @@ from rich.tree import Tree
 
 from autodiscovery import provenance
 from autodiscovery.interfaces import Objective, columns
-from autodiscovery.objective import Column
+from autodiscovery.objective import Column, Section
 from autodiscovery.roles import Shown, declared, identity
 from autodiscovery.status import CandidateStatus as C
 from autodiscovery.status import EvalStatus
@@ -228,21 +228,21 @@ def llm_table(rows: list[dict]) -> Table:
     return t
 
 
-def replay_table(data: dict, harness: Shown) -> Table:
-    """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise."""
+def replay_section(data: dict, harness: Shown) -> Section:
+    """Recorded beside replayed, step by step; ⚠ where they differ by more than the noise (laid out by
+    `sections_table`: no word broken at any width)."""
     objective = harness.objective
     exact = objective.interval is None
-    t = Table(title=f"replay of run {data['run']} ({data['campaign']}) on {data['fingerprint'].get('gpu', '?')}"
-                    f"{'' if data['same_machine'] else ' (another machine or toolchain than the recording)'}")
+    title = (f"replay of run {data['run']} ({data['campaign']}) on {data['fingerprint'].get('gpu', '?')}"
+             f"{'' if data['same_machine'] else ' (another machine or toolchain than the recording)'}")
     both, now = columns(harness, "replay"), columns(harness, "replay-now")
     cols = ["step", "#", "technique"]
     for c in both:
         cols += [f"{c.label} rec.", f"{c.label} now"]
     cols += [c.label for c in now if c not in both]
     cols += ["recorded", "replayed", "Δ"] if exact else [f"{objective.name} rec.", f"{objective.name} now", "Δ"]
-    for col in [*cols, ""]:
-        t.add_column(col, overflow="fold")
     spec = objective.spec
+    rows = []
     for s in data["steps"]:
         rec, rep = s["recorded"], s["replayed"]
         name = f"{s['phase']}: {s['family']}" if s.get("phase") else (s["family"] or "?")
@@ -253,8 +253,8 @@ def replay_table(data: dict, harness: Shown) -> Table:
             cells += [c.text(rec["figures"].get(c.key)), c.text(rep["figures"].get(c.key))]
         cells += [c.text(rep["figures"].get(c.key)) for c in now if c not in both]
         cells += [fmt(rec["score"], spec), now_text, delta, "[yellow]⚠[/]" if s["flag"] else ""]
-        t.add_row(*cells)
-    return t
+        rows.append(cells)
+    return Section("replay", title, [*cols, ""], rows)
 
 
 def fingerprints_table(data: dict) -> Table:
