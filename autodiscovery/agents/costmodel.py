@@ -213,12 +213,16 @@ def _work(sizes: tuple[tuple[str, int], ...]) -> float:
 
 @dataclass
 class CostModel:
-    """A model of log(measured time / the fit's estimate), learned from lessons (`learn`)."""
+    """A model of log(measured time / the fit's estimate), learned from lessons (`learn`). Its factors are
+    stated against the median of the lessons' (`usual`): a fit's estimate and a measured time need not be
+    in the same unit, and 1.00× reads as "as the fit usually errs"."""
 
     features: Features
     trees: Trees
     lessons: int
     shapes: int
+    usual: float = 0.0
+    """The median of the lessons' log(measured time / the fit's estimate)."""
 
     @classmethod
     def learn(cls, lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit | None],
@@ -236,12 +240,14 @@ class CostModel:
         for x, f in kept:
             rows.append(features.row(x.gpu, x.sizes, x.family, x.knobs, f))
         trees = Trees(seed=seed).fit(np.array(rows, dtype=float), np.array(targets))
-        return cls(features, trees, len(kept), len({x.shape for x, _ in kept}))
+        return cls(features, trees, len(kept), len({x.shape for x, _ in kept}), statistics.median(targets))
 
     def factor(self, gpu: str, sizes: tuple[tuple[str, int], ...], family: str, knobs: dict[str, Any],
                fit: Fit) -> float:
-        """How many times the fit's estimate the model puts this configuration's time."""
-        return math.exp(self.trees.predict_one(self.features.row(gpu, sizes, family, knobs, fit_numbers(fit, _work(sizes)))))
+        """How many times the fit's estimate the model puts this configuration's time, against the fit's
+        usual error (the same for every configuration: orders are unchanged by it)."""
+        row = self.features.row(gpu, sizes, family, knobs, fit_numbers(fit, _work(sizes)))
+        return math.exp(self.trees.predict_one(row) - self.usual)
 
     def describe(self) -> str:
         return f"learned from {self.lessons} benchmarks at {self.shapes} shapes"
@@ -267,7 +273,8 @@ class Learned:
         return getattr(self.fit, "l2_gb", 0.0)
 
     def describe(self) -> str:
-        return f"{self.fit.describe()}; the cost model puts it at {self.factor:.2f}× the fit's estimate"
+        return (f"{self.fit.describe()}; the cost model puts it at {self.factor:.2f}× the fit's estimate "
+                f"(1.00×: as the fit usually errs)")
 
     def as_dict(self) -> dict:
         return self.fit.as_dict() | {"learned_factor": round(self.factor, 4)}
@@ -314,16 +321,20 @@ def rank_quality(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float
 
 
 def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit | None], least: int = 5,
-             only: int | None = None) -> dict[str, dict[str, float]]:
+             only: int | None = None, group: Callable[[tuple], str] | None = None) -> dict[str, dict[str, float]]:
     """Each shape (its sizes, on every GPU) with at least `least` configurations measured, left out in turn
-    (the first `only`): the model learnt from the others, its ranking and the fit's of that shape's
-    configurations on each GPU. Means over the shapes, and the worst regret."""
+    (`only` of them, spread evenly over the shapes in the order of their sizes): the model learnt from the
+    others, its ranking and the fit's of that shape's configurations on each GPU. Means over the shapes,
+    and the worst regret; with `group` (sizes -> a label), the same over each group's shapes too (keyed
+    "cost model, LABEL")."""
     by_shape: dict[tuple, list[Lesson]] = {}
     for x in lessons:
         if fit_of(x) is not None:
             by_shape.setdefault(x.sizes, []).append(x)
-    shapes = sorted(k for k, v in by_shape.items() if len(v) >= least)[:only]
-    out: dict[str, list[dict[str, float]]] = {"cost model": [], "fit": []}
+    shapes = sorted(k for k, v in by_shape.items() if len(v) >= least)
+    if only is not None and len(shapes) > only:
+        shapes = [shapes[i * len(shapes) // only] for i in range(only)]
+    out: dict[str, list[dict[str, float]]] = {}
     for sizes in shapes:
         model = CostModel.learn([x for x in lessons if x.sizes != sizes], space, fit_of)
         if model is None:
@@ -337,11 +348,14 @@ def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit
             est = np.array([math.log(f.estimate) for f in fits if f is not None])
             learned = est + np.log([model.factor(x.gpu, x.sizes, x.family, x.knobs, f)
                                     for x, f in zip(test, fits) if f is not None])
-            out["cost model"].append(rank_quality(learned, measured))
-            out["fit"].append(rank_quality(est, measured))
+            for name, ranked in (("cost model", learned), ("fit", est)):
+                quality = rank_quality(ranked, measured)
+                out.setdefault(name, []).append(quality)
+                if group is not None:
+                    out.setdefault(f"{name}, {group(sizes)}", []).append(quality)
     return {name: {"shapes": len(rows), **{k: statistics.fmean(r[k] for r in rows) for k in rows[0]},
                    "worst_regret": max(r["regret"] for r in rows)} if rows else {"shapes": 0}
-            for name, rows in out.items()}
+            for name, rows in (out or {"cost model": [], "fit": []}).items()}
 
 
 def main(argv: list[str]) -> int:
@@ -364,12 +378,14 @@ def main(argv: list[str]) -> int:
     found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *argv])], harness, space,
                     {k: v for k, v in problem.items() if k not in names}, names)
     fits = Fits(c, space)
-    result = held_out(found, space, fits)
+    first = names[0]
+    result = held_out(found, space, fits, group=lambda sizes: f"{first} < 512" if dict(sizes)[first] < 512 else
+                      f"{first} ≥ 512")
     print(f"{len(found)} benchmarks at {len({x.shape for x in found})} (GPU, shape) pairs; each shape left out in turn")
-    print(f"{'ranking by':12} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
-    for label, r in result.items():
+    print(f"{'ranking by':20} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
+    for label, r in sorted(result.items(), key=lambda kv: (kv[0].count(","), kv[0].partition(",")[2], kv[0])):
         if r.get("shapes"):
-            print(f"{label:12} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
+            print(f"{label:20} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
                   f"{r['worst_regret']:7.4f}")
     return 0
 
