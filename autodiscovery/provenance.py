@@ -52,12 +52,14 @@ def stamped(fingerprint: dict) -> dict:
 
 
 def short(recorded: dict | None) -> str | None:
-    """A fingerprint's `code` as a run's header says it: 'code 1a2b3c4' ('+' where the tree had uncommitted
-    changes), or 'source 5d6e7f80' where no commit was recorded; None where no code was recorded."""
+    """A fingerprint's `code` as a run's header says it: 'code 1a2b3c4'; 'code 1a2b3c4+ (source 5d6e7f80)'
+    where the tree had uncommitted changes (the commit alone does not say what ran: the source digest
+    does); 'source 5d6e7f80' where no commit was recorded; None where no code was recorded."""
     if not recorded:
         return None
     if recorded.get("commit"):
-        return f"code {recorded['commit'][:7]}{'+' if recorded.get('dirty') else ''}"
+        dirty = f"+ (source {str(recorded.get('source', '?'))[:8]})" if recorded.get("dirty") else ""
+        return f"code {recorded['commit'][:7]}{dirty}"
     return f"source {str(recorded.get('source', '?'))[:8]}"
 
 

@@ -66,7 +66,7 @@ def test_the_digest_is_the_same_for_the_same_code_and_changes_with_it(tmp_path, 
 
 def test_the_code_in_words():
     code = {"version": "0.1.0", "source": "0123456789abcdef", "commit": "a" * 40, "dirty": True}
-    assert provenance.short(code) == "code aaaaaaa+" and provenance.short(code | {"commit": None}) == "source 01234567"
+    assert provenance.short(code) == "code aaaaaaa+ (source 01234567)" and provenance.short(code | {"commit": None}) == "source 01234567"
     assert provenance.describe(code) == "autodiscovery 0.1.0 at aaaaaaa (uncommitted changes), source 01234567"
     assert provenance.describe(None) == "code not recorded" and provenance.short(None) is None
     assert provenance.differs(code, code | {"commit": "b" * 40}) is None  # the same source: the same code
