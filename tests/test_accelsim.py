@@ -105,7 +105,7 @@ def standin_harness(tmp_path, *sets: str, **env) -> AccelsimHarness:
 @pytest.fixture
 def standin_env():
     keep = {k: os.environ.get(k) for k in ("STANDIN_LOG", "STANDIN_RC", "STANDIN_STALE", "STANDIN_OUTPUT",
-                                            "STANDIN_ROUND_CYCLES")}
+                                            "STANDIN_TILE_CYCLES", "STANDIN_CTAS")}
     yield
     for k, v in keep.items():
         os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -430,7 +430,7 @@ def test_a_persistent_grid_is_simulated_in_part_and_extrapolated(tmp_path, stand
     first's plus each further round at the two's difference; only the sampled tiles' outputs are checked
     (the stand-in leaves the rest unwritten). A kernel of one block a tile is simulated whole, saying why."""
     h = standin_harness(tmp_path, SAMPLED, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0",
-                        STANDIN_ROUND_CYCLES="1000")
+                        STANDIN_TILE_CYCLES="100")
     agent = CodesignAgent(campaigns.load("edge-codesign", AT_512))
     build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
     kernel = dict(agent.kernel.default) | {"BLOCK_M": 64, "BLOCK_N": 64, "PERSISTENT": 16}
@@ -438,10 +438,10 @@ def test_a_persistent_grid_is_simulated_in_part_and_extrapolated(tmp_path, stand
     assert out.status == "ok", out.log
     s = out.metrics["sample"]
     assert s["rounds"] == [1, 2] and s["of"] == 4 and s["tiles"] == 64 and s["blocks"] == 16
-    assert s["cycles"] == [32033, 33033] and s["per_round"] == 1000.0
-    assert out.metrics["cycles"] == 32033 + 3 * 1000 == out.score
-    assert out.metrics["kernel_cycles"] == 27033 + 3 * 1000
-    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 30033, abs=0.01)
+    assert s["cycles"] == [32633, 34233] and s["per_round"] == 1600.0 and not s["waves"]  # 16 tiles a round
+    assert out.metrics["cycles"] == 32633 + 3 * 1600 == out.score
+    assert out.metrics["kernel_cycles"] == 27633 + 3 * 1600
+    assert out.metrics["pct_of_bound"] == pytest.approx(100 * 4096 / 32433, abs=0.01)
     assert "check" in out.metrics and out.metrics["check"] == "PASS"
     whole = h.evaluate(agent.seed_proposal().source, build)  # one block a tile
     assert whole.metrics["cycles"] == 31033 and whole.metrics["sample"]["whole"].startswith("one block a tile")
@@ -449,6 +449,36 @@ def test_a_persistent_grid_is_simulated_in_part_and_extrapolated(tmp_path, stand
     wrong = standin_harness(tmp_path / "w", SAMPLED).evaluate(agent.render(kernel, dict(agent.arch.default)), build)
     assert wrong.status == "incorrect" and "of the sampled tiles" not in wrong.log
     assert "outputs differ from the reference" in wrong.log
+
+
+def test_a_grid_of_one_block_a_tile_is_sampled_by_waves_of_the_blocks_the_gpu_holds(tmp_path, standin_env):
+    """At 2048² a kernel of one 128x128 block a tile has 256 tiles; the GPU holds `resident` of them at once
+    (its 32 SMs times the blocks an SM holds, by the simulator's rule), so its first waves are the grid's
+    first blocks, launched alone: simulated for one wave and two, extrapolated over all. Where the
+    simulator says it held another count of blocks an SM than the plan's, the grid is simulated whole."""
+    from harnesses.accelsim import sample
+
+    at_2048 = [f"problem.{k}=2048" for k in "MNK"]
+    agent = CodesignAgent(campaigns.load("edge-codesign", at_2048))
+    kernel = dict(agent.kernel.default) | {"BLOCK_M": 128, "BLOCK_N": 128, "FRAGS_M": 2, "FRAGS_N": 4, "PERSISTENT": 0}
+    source = agent.render(kernel, dict(agent.arch.default))
+    program, arch = split(source)
+    resident = sample.resident_blocks(program, arch, None)
+    assert resident is not None and resident % 32 == 0 and 256 % resident == 0 and 256 // resident >= 4
+    per_sm = str(resident // 32)
+    h = standin_harness(tmp_path, SAMPLED, *at_2048, STANDIN_LOG=str(RUNS / "vec_512" / "sim.log"), STANDIN_RC="0",
+                        STANDIN_TILE_CYCLES="10", STANDIN_CTAS=per_sm)
+    build = BuildReport(ok=True, cache_key="x", artifact=str(STANDIN))
+    out = h.evaluate(source, build)
+    assert out.status == "ok", out.log
+    s = out.metrics["sample"]
+    assert s["waves"] and s["blocks"] == resident and s["of"] == 256 // resident and s["rounds"] == [1, 2]
+    assert s["per_round"] == 10.0 * resident  # a wave: `resident` tiles at 10 cycles each
+    assert out.metrics["cycles"] == s["cycles"][0] + (s["of"] - 1) * s["per_round"]
+    os.environ["STANDIN_CTAS"] = str(int(per_sm) + 1)  # the simulator held more than the plan: not a wave sample
+    other = standin_harness(tmp_path / "o", SAMPLED, *at_2048).evaluate(source, build)
+    assert other.status == "ok" and "sample" in other.metrics and "whole" in other.metrics["sample"]
+    assert other.metrics["sample"]["whole"].startswith(f"the simulator held {int(per_sm) + 1} blocks an SM")
 
 
 def test_what_a_sample_cannot_represent_is_simulated_whole():
@@ -463,6 +493,15 @@ def test_what_a_sample_cannot_represent_is_simulated_whole():
     assert "partly idle" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=24), 512, 512, s)
     assert "fewer than harness.sample.min_rounds" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, s)
     assert "one block a tile" in sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=0), 512, 512, s)
+    one = program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=0)  # 64 tiles at 512², 1024 at 2048²
+    assert "one wave of the 64 blocks" in sample.plan(one, 512, 512, s, resident=64)
+    assert "leave the last wave partly idle" in sample.plan(one, 2048, 2048, s, resident=96)
+    waves = sample.plan(one, 2048, 2048, s, resident=128)
+    assert isinstance(waves, sample.Plan) and waves.waves and waves.rounds == 8 and waves.computed(2) == 256
+    older = one.replace("const int asked = argc > 4 ? atoi(argv[4]) : 0;", "const int rounds = argc > 4 ? atoi(argv[4]) : 0;")
+    assert "older co-design kernel" in sample.plan(older, 2048, 2048, s, resident=128)
+    assert sample.knobs(one) == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "FRAGS_M": 2, "FRAGS_N": 2, "STAGES": 1,
+                                 "MIN_BLOCKS": 0}
     assert sample.plan(program(), 512, 512, None) == "harness.sample is not set"
     with pytest.raises(campaigns.CampaignError, match="harness.sample: rounds: two rounds R1 < R2"):
         campaigns.load("edge-codesign", ["harness.sample={rounds: [2, 1]}"])

@@ -206,10 +206,15 @@ class AccelsimHarness:
         arch = self.check(source)
         digest = hashlib.sha256(source.encode()).hexdigest()
         config, values = self.configure(arch)
-        p = sample.plan(split(source)[0], self.problem.M, self.problem.N, self.s.sample) if not self.s.traces \
+        program = split(source)[0]
+        p = sample.plan(program, self.problem.M, self.problem.N, self.s.sample,
+                        sample.resident_blocks(program, arch, build.registers)) if not self.s.traces \
             else "trace mode simulates its traces whole"
         if isinstance(p, sample.Plan):
             first = self._simulate(source, build, arch, config, values, p, p.sampled[0])
+            if first.status == EvalStatus.ok and (why := sample.held(p, first, arch.sms)) is not None:
+                p = why  # the waves were planned for another occupancy than the simulator's
+        if isinstance(p, sample.Plan):
             second = self._simulate(source, build, arch, config, values, p, p.sampled[1]) \
                 if first.status == EvalStatus.ok else first
             outcome = second if second.status != EvalStatus.ok else \
@@ -223,10 +228,12 @@ class AccelsimHarness:
 
     def _simulate(self, source: str, build: BuildReport, arch: Architecture, config: str, values: dict,
                   p: sample.Plan | None = None, rounds: int | None = None) -> Outcome:
-        """One simulation: of the whole grid, or (`p`, `rounds`) of its first `rounds` rounds of tiles, whose
-        outputs alone are checked. Deterministic, so kept and read back by its key."""
-        key = self.sim_key(source, config) if rounds is None else \
-            hashlib.sha256(f"{self.sim_key(source, config)}\0rounds={rounds}".encode()).hexdigest()
+        """One simulation: of the whole grid, or (`p`, `rounds`) of its first `rounds` rounds (or waves) of
+        tiles, the program asked for that many tiles, whose outputs alone are checked. Deterministic, so kept
+        and read back by its key."""
+        asked = p.computed(rounds) if p is not None and rounds is not None else None  # the tiles it computes
+        key = self.sim_key(source, config) if asked is None else \
+            hashlib.sha256(f"{self.sim_key(source, config)}\0tiles={asked}".encode()).hexdigest()
         cached = self.cache.root / "sims" / key[:2] / key
         if (cached / "sim.log").exists() and (cached / "check.txt").exists():  # this exact simulation ran before
             check: str | None = cached.joinpath("check.txt").read_text().strip()
@@ -250,7 +257,7 @@ class AccelsimHarness:
         if self.libcudart:
             env["LD_LIBRARY_PATH"] = f"{Path(self.libcudart).parent}{os.pathsep}{env.get('LD_LIBRARY_PATH', '')}"
         start = time.perf_counter()
-        cmd = self.command(build.artifact or "", run_dir) + ([str(rounds)] if rounds is not None else [])
+        cmd = self.command(build.artifact or "", run_dir) + ([str(asked)] if asked is not None else [])
         rc, log = self._run(cmd, run_dir, env)
         seconds = round(time.perf_counter() - start, 3)
         (run_dir / "sim.log").write_text(log)

@@ -3,8 +3,9 @@
 
     python -m harnesses.accelsim.sample_check --size 512 --out docs/codesign-sample/check-512.json
 
-Points: the co-design kernel at tiles of 64x64 and 128x128 with persistent grids of several rounds, on
-the stock architecture and on the 1024³ campaign's best. Needs the simulator (`autodiscovery doctor
+Points: the co-design kernel at tiles of 64x64 and 128x128 with persistent grids of several rounds, and
+of one block a tile (P0) where they run in several waves, on the stock architecture and on the 1024³
+campaign's best. Needs the simulator (`autodiscovery doctor
 --campaign edge-codesign`).
 """
 
@@ -26,18 +27,24 @@ BEST_1024 = {"scheduler": "gto", "l2_rop_latency": 120, "shmem_banks": 64}
 
 def points(agent: CodesignAgent, size: int, least: int = 4) -> list[tuple[str, dict, dict]]:
     """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size,
-    in `least` rounds or more."""
+    in `least` rounds (or waves) or more: persistent grids, and grids of one block a tile (P0) sampled by
+    their waves."""
+    from harnesses.accelsim.arch import Architecture
+    from harnesses.accelsim.sample import resident_blocks
+
     stock = dict(agent.arch.default)
     out = []
     for tile, frags in ((64, (2, 2)), (128, (2, 4))):
         tiles = (size // tile) ** 2
-        for blocks in (8, 16, 32, 64):
-            if blocks >= tiles or tiles % blocks or tiles // blocks < least:
-                continue
+        for blocks in (0, 8, 16, 32, 64):
             kernel = dict(agent.kernel.default) | {"BLOCK_M": tile, "BLOCK_N": tile, "FRAGS_M": frags[0],
                                                    "FRAGS_N": frags[1], "PERSISTENT": blocks}
             for name, arch in (("stock", stock), ("best", stock | BEST_1024)):
-                out.append((f"{tile}x{tile} P{blocks} ({tiles // blocks} rounds), {name}", kernel, arch))
+                at_once = blocks or resident_blocks(agent.render(kernel, arch), Architecture(**arch), None) or tiles
+                if at_once >= tiles or tiles % at_once or tiles // at_once < least:
+                    continue
+                unit = f"{tiles // at_once} rounds" if blocks else f"{tiles // at_once} waves of {at_once}"
+                out.append((f"{tile}x{tile} P{blocks} ({unit}), {name}", kernel, arch))
     return out
 
 
