@@ -13,26 +13,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from autodiscovery import campaign as campaigns
-from harnesses.accelsim import AccelsimHarness
+from harnesses.accelsim import AccelsimHarness, sample
 from harnesses.accelsim.agent import CodesignAgent
+from harnesses.accelsim.arch import split
 
 BEST_1024 = {"scheduler": "gto", "l2_rop_latency": 120, "shmem_banks": 64}
 """The architecture the shipped 1024³ campaign found best (docs/codesign-1024-default)."""
 
 
-def points(agent: CodesignAgent, size: int, least: int = 4) -> list[tuple[str, dict, dict]]:
+def points(agent: CodesignAgent, size: int, least: int = 4, sms: int | None = None) -> list[tuple[str, dict, dict]]:
     """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size,
     in `least` rounds (or waves) or more: persistent grids, and grids of one block a tile (P0) sampled by
-    their waves."""
+    their waves; `sms`: on architectures of that many SMs (a small one gives a small problem many waves)."""
     from harnesses.accelsim.arch import Architecture
     from harnesses.accelsim.sample import resident_blocks
 
-    stock = dict(agent.arch.default)
+    stock = dict(agent.arch.default) | ({"sms": sms} if sms else {})
     out = []
     for tile, frags in ((64, (2, 2)), (128, (2, 4))):
         tiles = (size // tile) ** 2
@@ -44,7 +46,8 @@ def points(agent: CodesignAgent, size: int, least: int = 4) -> list[tuple[str, d
                 if at_once >= tiles or tiles % at_once or tiles // at_once < least:
                     continue
                 unit = f"{tiles // at_once} rounds" if blocks else f"{tiles // at_once} waves of {at_once}"
-                out.append((f"{tile}x{tile} P{blocks} ({unit}), {name}", kernel, arch))
+                on = f", {sms} SMs" if sms else ""
+                out.append((f"{tile}x{tile} P{blocks} ({unit}), {name}{on}", kernel, arch))
     return out
 
 
@@ -55,6 +58,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most this many points (0: all)")
     ap.add_argument("--only", default="", help="the points whose label holds this text")
     ap.add_argument("--rounds", type=int, nargs=2, default=[2, 3], help="the two samples, in rounds (R1 < R2)")
+    ap.add_argument("--sms", type=int, default=0, help="architectures of this many SMs (0: the stock 32)")
     args = ap.parse_args(argv)
     sizes = [f"problem.{k}={args.size}" for k in "MNK"]
     whole = AccelsimHarness(campaigns.load("edge-codesign", sizes))
@@ -63,9 +67,23 @@ def main(argv: list[str]) -> int:
     for h in (whole, part):
         h.preflight()
     agent = CodesignAgent(campaigns.load("edge-codesign", sizes))
-    chosen = [p for p in points(agent, args.size, r1 + r2 + 1) if args.only in p[0]][:args.limit or None]
-    sources = [agent.render(kernel, arch) for _, kernel, arch in chosen]
-    builds = [whole.build(s) for s in sources]
+    chosen: list[tuple[str, dict, dict]] = []
+    sources: list[str] = []
+    builds: list = []
+    for label, kernel, arch in points(agent, args.size, r1 + r2 + 1, args.sms or None):
+        if args.only not in label or len(chosen) == (args.limit or -1):
+            continue
+        source = agent.render(kernel, arch)
+        build = whole.build(source)
+        program, on = split(source)  # the plan as the harness makes it, with the registers ptxas gave
+        planned = sample.plan(program, args.size, args.size, part.s.sample,
+                              sample.resident_blocks(program, on, build.registers))
+        if not isinstance(planned, sample.Plan):
+            continue
+        unit = f"{planned.rounds} waves of {planned.blocks}" if planned.waves else f"{planned.rounds} rounds"
+        chosen.append((re.sub(r"\([^)]*\)", f"({unit})", label, count=1), kernel, arch))
+        sources.append(source)
+        builds.append(build)
 
     with ThreadPoolExecutor(whole.parallel) as pool:  # every simulation of every point side by side
         futures = [(pool.submit(whole.evaluate, src, b), pool.submit(part.evaluate, src, b))
@@ -82,7 +100,7 @@ def main(argv: list[str]) -> int:
                   f"error {row.get('error', float('nan')):+.2%}", flush=True)
             rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"size": args.size, "rows": rows}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"size": args.size, "sms": args.sms or None, "rows": rows}, indent=1) + "\n")
     return 0
 
 
