@@ -18,7 +18,7 @@ def sections_table(sections: list[Section]) -> Group:
 
 
 class SectionView:
-    """One report table, laid out for the width it is given: columns, each as wide as its widest cell, the
+    """One report table, laid out for the width it is given: columns, each as wide as its widest cell or heading, the
     widest narrowed to fit but never below its longest word (a cell then wraps between words); where
     that cannot fit, a record a row, its first cell heading the others (`head value`, joined
     by ' · ' and wrapped between them), so that no word is ever broken across lines."""
@@ -45,11 +45,11 @@ class SectionView:
         return t
 
     def widths(self, console: Console, options: ConsoleOptions) -> list[int] | None:
-        """Each column's width: its widest cell, the widest text columns narrowed (never below their
-        longest word) until the table fits the width; None where it cannot."""
+        """Each column's width: its widest cell or heading, the widest text columns narrowed (never below
+        their longest word) until the table fits the width; None where it cannot."""
         n = len(self.sec.columns)
         words = [self._widest_word(i) for i in range(n)]
-        widths = [max(words[i], *(len(x) for x in self._column(i))) for i in range(n)]
+        widths = [max(words[i], len(self.sec.columns[i]), *(len(x) for x in self._column(i))) for i in range(n)]
         room = options.max_width - (2 * n - 1)  # a space after each column, and a separator between two
         while sum(widths) > room:
             i = max(range(n), key=lambda j: widths[j] - words[j])
