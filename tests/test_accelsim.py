@@ -456,6 +456,8 @@ def test_a_grid_of_one_block_a_tile_is_sampled_by_waves_of_the_blocks_the_gpu_ho
     (its 32 SMs times the blocks an SM holds, by the simulator's rule), so its first waves are the grid's
     first blocks, launched alone: simulated for one wave and two, extrapolated over all. Where the
     simulator says it held another count of blocks an SM than the plan's, the grid is simulated whole."""
+    from autodiscovery.interfaces import Outcome
+    from autodiscovery.status import EvalStatus
     from harnesses.accelsim import sample
 
     at_2048 = [f"problem.{k}=2048" for k in "MNK"]
@@ -479,6 +481,10 @@ def test_a_grid_of_one_block_a_tile_is_sampled_by_waves_of_the_blocks_the_gpu_ho
     other = standin_harness(tmp_path / "o", SAMPLED, *at_2048).evaluate(source, build)
     assert other.status == "ok" and "sample" in other.metrics and "whole" in other.metrics["sample"]
     assert other.metrics["sample"]["whole"].startswith(f"the simulator held {int(per_sm) + 1} blocks an SM")
+    planned = sample.plan(program, 2048, 2048, h.s.sample, resident)
+    assert isinstance(planned, sample.Plan)
+    unsaid = sample.held(planned, Outcome(EvalStatus.ok, {}), 32)  # a log without CTA/core: not on trust
+    assert unsaid is not None and "did not say" in unsaid
 
 
 def test_what_a_sample_cannot_represent_is_simulated_whole():

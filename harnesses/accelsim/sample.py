@@ -120,8 +120,10 @@ def held(p: Plan, first: Outcome, sms: int) -> str | None:
     """Where a wave sample's first simulation held another count of blocks at once than the plan's, why
     it cannot stand for the grid; None where it held as planned (or the plan is of rounds)."""
     said = first.metrics.get("ctas_per_sm")
-    if not p.waves or said is None or said * sms == p.blocks:
+    if not p.waves or (said is not None and said * sms == p.blocks):
         return None
+    if said is None:
+        return "the simulator did not say how many blocks an SM held (CTA/core), so the waves cannot be checked"
     return (f"the simulator held {said} blocks an SM ({said * sms} at once), not the {p.blocks // sms} the "
             "sample's waves were planned for")
 
