@@ -23,6 +23,7 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -359,34 +360,38 @@ def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit
 
 
 def main(argv: list[str]) -> int:
-    """The held-out ranking over the runs of a campaign's harness shipped under docs/ (`--campaign NAME`,
-    the default campaign's by default), as the results page gives it; further arguments are kernel
-    databases' `!PATTERN`s to leave out."""
+    """The held-out ranking over the shipped runs of a campaign's harness: a table; with --out, JSON."""
+    import argparse
+
     from autodiscovery import campaign as campaigns
-    from autodiscovery import registry
+    from autodiscovery import provenance, registry
     from autodiscovery.agents import warm
     from autodiscovery.agents.search import SearchAgent
 
-    name = campaigns.DEFAULT_CAMPAIGN
-    if argv[:1] == ["--campaign"] and len(argv) > 1:
-        name, argv = argv[1], argv[2:]
-    c = campaigns.load(name)
-    harness = registry.harness(c.harness.name)
-    space = SearchAgent(c).space
-    problem = c.problem.model_dump(mode="json")
-    names = list(c.problem.names())
-    found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *argv])], harness, space,
+    ap = argparse.ArgumentParser(prog="python -m autodiscovery.agents.costmodel", description="Each shape shipped "
+                                 "under docs/ left out in turn: the model's ranking of its configurations and the fit's.")
+    ap.add_argument("--campaign", default=campaigns.DEFAULT_CAMPAIGN, help="whose harness and space")
+    ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
+    ap.add_argument("leave_out", nargs="*", metavar="!PATTERN", help="kernel databases to leave out")
+    args = ap.parse_args(argv)
+    c = campaigns.load(args.campaign)
+    space, problem, names = SearchAgent(c).space, c.problem.model_dump(mode="json"), list(c.problem.names())
+    found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *args.leave_out])], registry.harness(c.harness.name), space,
                     {k: v for k, v in problem.items() if k not in names}, names)
     fits = Fits(c, space)
     first = names[0]
-    result = held_out(found, space, fits, group=lambda sizes: f"{first} < 512" if dict(sizes)[first] < 512 else
-                      f"{first} ≥ 512")
-    print(f"{len(found)} benchmarks at {len({x.shape for x in found})} (GPU, shape) pairs; each shape left out in turn")
+    result = held_out(found, space, fits, group=lambda sizes: f"{first} {'<' if dict(sizes)[first] < 512 else '≥'} 512")
+    rows = [{"ranking": label, **r} for label, r in
+            sorted(result.items(), key=lambda kv: (kv[0].count(","), kv[0].partition(",")[2], kv[0])) if r.get("shapes")]
+    pairs = len({x.shape for x in found})
+    print(f"{len(found)} benchmarks at {pairs} (GPU, shape) pairs; each shape left out in turn")
     print(f"{'ranking by':20} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
-    for label, r in sorted(result.items(), key=lambda kv: (kv[0].count(","), kv[0].partition(",")[2], kv[0])):
-        if r.get("shapes"):
-            print(f"{label:20} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
-                  f"{r['worst_regret']:7.4f}")
+    for r in rows:
+        print(f"{r['ranking']:20} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
+              f"{r['worst_regret']:7.4f}")
+    if args.out:
+        args.out.write_text(json.dumps({"campaign": c.name, "code": provenance.code(), "benchmarks": len(found),
+                                        "pairs": pairs, "rows": rows}, indent=1) + "\n")
     return 0
 
 
