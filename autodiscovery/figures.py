@@ -304,7 +304,7 @@ def untagged(root: Path = ROOT) -> dict[str, list[tuple[int, str]]]:
                 generated = False
             if fenced or generated:
                 continue
-            bare = re.sub(r"<!--.*?-->|`[^`]*`", "", TAG.sub("", line))
+            bare = re.sub(r"<!--.*?-->|`[^`]*`", " ", TAG.sub(" FIG", line))
             for m in MEASURED.finditer(bare):
                 out.setdefault(str(path.relative_to(root)), []).append((i, m.group().strip()))
     return out
