@@ -17,7 +17,7 @@ percentage; `*1000`: milliseconds as microseconds):
   apart), `metric:PATH` (its measurement's metrics at a dotted path),
   `h2h`, `h2h_ci_low`, `h2h_ci_high` (its last head-to-head's ratio), `eval_s:KIND` (the seconds of its
   last evaluation of a kind: benchmark, head_to_head, sanitize), `kept_at` (seconds from the run's start
-  to its decision, a keep or not);
+  to its decision, a keep or not), `measured_at` (to the end of its first benchmark);
 - of a run (`RUN`): `best` and `best_fig:KEY` (its best's), `elapsed`, `evaluated`, `proposed`,
   `first_at` (seconds to its first keep at or past the baseline), `busy`, `per_minute` and `pool:PATH`
   (its devices' time, `review/pool.py`: `window_s`, `benchmark`, `sanitize`, `idle.proposal`...);
@@ -159,7 +159,7 @@ class Reader:
     def _candidate(store: Any, run_id: int, seq: int, name: str, arg: str) -> Any:
         from autodiscovery.store import Candidate, EvalKind, EvalStatus, Run
 
-        if name in ("kept_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high", "eval_s"):
+        if name in ("kept_at", "measured_at", "metric", "h2h", "h2h_ci_low", "h2h_ci_high", "eval_s"):
             with store.session() as s:
                 c, run = Candidate.by_seq(s, run_id, seq), s.get(Run, run_id)
                 if c is None or run is None:
@@ -168,6 +168,9 @@ class Reader:
                     if c.decision is None:
                         raise FigureError(f"run {run_id}'s candidate #{seq} was never decided")
                     return (c.decision.created_at - run.created_at).total_seconds()
+                if name == "measured_at":  # its first benchmark's end, from the run's start
+                    done = [e.created_at for e in c.evaluations if e.kind == EvalKind.benchmark]
+                    return (min(done) - run.created_at).total_seconds() if done else None
                 if name == "metric":
                     return _at(c.measurement.metrics if c.measurement is not None else None, arg)
                 if name == "eval_s":  # the seconds of its last evaluation of that kind
