@@ -169,8 +169,8 @@ class Reader:
                         raise FigureError(f"run {run_id}'s candidate #{seq} was never decided")
                     return (c.decision.created_at - run.created_at).total_seconds()
                 if name == "measured_at":  # its first benchmark's end, from the run's start
-                    done = [e.created_at for e in c.evaluations if e.kind == EvalKind.benchmark]
-                    return (min(done) - run.created_at).total_seconds() if done else None
+                    ends = [e.created_at for e in c.evaluations if e.kind == EvalKind.benchmark]
+                    return (min(ends) - run.created_at).total_seconds() if ends else None
                 if name == "metric":
                     return _at(c.measurement.metrics if c.measurement is not None else None, arg)
                 if name == "eval_s":  # the seconds of its last evaluation of that kind
