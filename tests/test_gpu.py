@@ -474,6 +474,13 @@ SPLITK_VARIANTS = {
     "swapped, 16x64 unsplit, fourteen-stage ring": {"BM": 16, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 14},
     "swapped, 256x128 fours, two consumers": {"BM": 256, "BN": 128, "SPLIT": 4, "SWAP": 1, "CONSUMERS": 2,
                                               "PRODUCER_REGS": 40, "CONSUMER_REGS": 232},
+    "swapped, 160x128 pairs, two consumers (M of 320 in two tiles)": {
+        "BM": 160, "BN": 128, "SPLIT": 2, "SWAP": 1, "CONSUMERS": 2, "PRODUCER_REGS": 40, "CONSUMER_REGS": 232,
+        "QSIZE": 5},
+    "swapped, 96x128 threes, two consumers": {"BM": 96, "BN": 128, "SPLIT": 3, "SWAP": 1, "CONSUMERS": 2,
+                                              "PRODUCER_REGS": 40, "CONSUMER_REGS": 232, "QSIZE": 6},
+    "swapped, 192x64 threes": {"BM": 192, "BN": 64, "SPLIT": 3, "SWAP": 1, "QSIZE": 6},
+    "swapped, 224x64 unsplit": {"BM": 224, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 6},
 }
 
 

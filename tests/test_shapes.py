@@ -101,14 +101,19 @@ def test_a_deeper_ring_is_rated_faster_where_one_tile_an_sm_waits_on_l2(space):
 @needs_nvcc
 @pytest.mark.long
 def test_tiles_96_and_112_wide_and_deep_rings_compile_without_spills(space, tmp_path):
-    """N of 96 and 112 in the MMA; 14 stages of 64×64; and a split of 128×96 whose 12 pieces a thread
-    add up in batches of 6 (the batch divides each thread's share)."""
+    """N of 96 and 112 in the MMA; 14 stages of 64×64; a split of 128×96 whose 12 pieces a thread add up
+    in batches of 6 (the batch divides each thread's share); swapped tiles of 160, 192 and 224 rows of A
+    (the MMA's N: M of 320 in two tiles, of 224 in one) and a split in threes."""
     from harnesses.hopper_gemm.build import Builder
 
     builder = Builder(tmp_path)
     fam = space.families["wgmma_splitk"]
     for extra in ({"BM": 64, "BN": 96, "SPLIT": 1, "QSIZE": 10}, {"BM": 128, "BN": 112, "SPLIT": 1, "QSIZE": 7},
-                  {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 14}, {"BM": 128, "BN": 96, "SPLIT": 2, "QSIZE": 6}):
+                  {"BM": 64, "BN": 64, "SPLIT": 1, "QSIZE": 14}, {"BM": 128, "BN": 96, "SPLIT": 2, "QSIZE": 6},
+                  {"BM": 160, "BN": 128, "SPLIT": 2, "SWAP": 1, "CONSUMERS": 2, "PRODUCER_REGS": 40,
+                   "CONSUMER_REGS": 232, "QSIZE": 5},
+                  {"BM": 192, "BN": 64, "SPLIT": 3, "SWAP": 1, "QSIZE": 6},
+                  {"BM": 224, "BN": 64, "SPLIT": 1, "SWAP": 1, "QSIZE": 6}):
         knobs = fam.default | extra
         assert not fam.violations(knobs, {}), extra
         report = builder.build(space.render("wgmma_splitk", knobs), "gemm")
