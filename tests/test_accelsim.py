@@ -516,3 +516,19 @@ def test_what_a_sample_cannot_represent_is_simulated_whole():
     mask = sample.plan(program(BLOCK_M=64, BLOCK_N=64, PERSISTENT=16), 512, 512, Sample(rounds=(1, 2), min_rounds=4)).mask(512, 512, 1)
     assert mask[:128].all() and not mask[128:].any()  # the first 16 tiles: two rows of 8, 64 high
 
+
+
+def test_the_sample_check_sets_a_campaigns_winner_in_waves_on_a_small_gpu():
+    """`sample_check --sms 8 --knobs ...`: the 1024³ campaigns' winner (128×128×16 tiles, two stages, two
+    blocks an SM, one block a tile) runs 2048³ in 16 waves of 16 on 8 SMs, enough to sample; on the stock
+    32 SMs it is 4 waves of 64, too few, and is not a point."""
+    from harnesses.accelsim.sample_check import points
+
+    agent = CodesignAgent(campaigns.load("edge-codesign", [f"problem.{k}=2048" for k in "MNK"]))
+    winner = {"BLOCK_K": 16, "STAGES": 2, "MIN_BLOCKS": 2}
+    small = {label: kernel for label, kernel, _ in points(agent, 2048, 6, 8, winner)}
+    label = "128x128 P0 (16 waves of 16), stock, 8 SMs, BLOCK_K 16, STAGES 2, MIN_BLOCKS 2"
+    assert small[label] == dict(agent.kernel.default) | winner | {"BLOCK_M": 128, "BLOCK_N": 128, "FRAGS_M": 2,
+                                                                   "FRAGS_N": 4, "PERSISTENT": 0}
+    stock = [label for label, _, _ in points(agent, 2048, 6, None, winner)]
+    assert not any(x.startswith("128x128 P0") for x in stock) and any(x.startswith("128x128 P32") for x in stock)

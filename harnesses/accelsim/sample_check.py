@@ -27,10 +27,12 @@ BEST_1024 = {"scheduler": "gto", "l2_rop_latency": 120, "shmem_banks": 64}
 """The architecture the shipped 1024³ campaign found best (docs/codesign-1024-default)."""
 
 
-def points(agent: CodesignAgent, size: int, least: int = 4, sms: int | None = None) -> list[tuple[str, dict, dict]]:
+def points(agent: CodesignAgent, size: int, least: int = 4, sms: int | None = None,
+           knobs: dict | None = None) -> list[tuple[str, dict, dict]]:
     """(label, kernel knobs, architecture) of every point whose grid a sample can represent at this size,
     in `least` rounds (or waves) or more: persistent grids, and grids of one block a tile (P0) sampled by
-    their waves; `sms`: on architectures of that many SMs (a small one gives a small problem many waves)."""
+    their waves; `sms`: on architectures of that many SMs (a small one gives a small problem many waves);
+    `knobs`: kernel knobs over the default's (a campaign's winner: its depth of K, stages, blocks an SM)."""
     from harnesses.accelsim.arch import Architecture
     from harnesses.accelsim.sample import resident_blocks
 
@@ -39,14 +41,15 @@ def points(agent: CodesignAgent, size: int, least: int = 4, sms: int | None = No
     for tile, frags in ((64, (2, 2)), (128, (2, 4))):
         tiles = (size // tile) ** 2
         for blocks in (0, 8, 16, 32, 64):
-            kernel = dict(agent.kernel.default) | {"BLOCK_M": tile, "BLOCK_N": tile, "FRAGS_M": frags[0],
-                                                   "FRAGS_N": frags[1], "PERSISTENT": blocks}
+            kernel = dict(agent.kernel.default) | (knobs or {}) | {"BLOCK_M": tile, "BLOCK_N": tile, "FRAGS_M": frags[0],
+                                                                   "FRAGS_N": frags[1], "PERSISTENT": blocks}
             for name, arch in (("stock", stock), ("best", stock | BEST_1024)):
                 at_once = blocks or resident_blocks(agent.render(kernel, arch), Architecture(**arch), None) or tiles
                 if at_once >= tiles or tiles % at_once or tiles // at_once < least:
                     continue
                 unit = f"{tiles // at_once} rounds" if blocks else f"{tiles // at_once} waves of {at_once}"
                 on = f", {sms} SMs" if sms else ""
+                on += "".join(f", {k} {v}" for k, v in (knobs or {}).items())
                 out.append((f"{tile}x{tile} P{blocks} ({unit}), {name}{on}", kernel, arch))
     return out
 
@@ -59,6 +62,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", default="", help="the points whose label holds this text")
     ap.add_argument("--rounds", type=int, nargs=2, default=[2, 3], help="the two samples, in rounds (R1 < R2)")
     ap.add_argument("--sms", type=int, default=0, help="architectures of this many SMs (0: the stock 32)")
+    ap.add_argument("--knobs", type=json.loads, default=None,
+                    help='kernel knobs over the default, as JSON (a winner\'s: \'{"BLOCK_K": 16, "STAGES": 2}\')')
     args = ap.parse_args(argv)
     sizes = [f"problem.{k}={args.size}" for k in "MNK"]
     whole = AccelsimHarness(campaigns.load("edge-codesign", sizes))
@@ -70,7 +75,7 @@ def main(argv: list[str]) -> int:
     chosen: list[tuple[str, dict, dict]] = []
     sources: list[str] = []
     builds: list = []
-    for label, kernel, arch in points(agent, args.size, r1 + r2 + 1, args.sms or None):
+    for label, kernel, arch in points(agent, args.size, r1 + r2 + 1, args.sms or None, args.knobs):
         if args.only not in label or len(chosen) == (args.limit or -1):
             continue
         source = agent.render(kernel, arch)
@@ -100,7 +105,8 @@ def main(argv: list[str]) -> int:
                   f"error {row.get('error', float('nan')):+.2%}", flush=True)
             rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"size": args.size, "sms": args.sms or None, "rows": rows}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"size": args.size, "sms": args.sms or None, "knobs": args.knobs, "rows": rows},
+                                   indent=1) + "\n")
     return 0
 
 
