@@ -6,6 +6,7 @@ its column, its report section and its chart."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,25 @@ def test_unknown_harness_is_one_line(tmp_path):
     res = CliRunner().invoke(app, ["run", "--campaign", str(path)])
     assert res.exit_code == 2 and "harness 'nowhere:Nothing' cannot be loaded" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("width", [80, 44])
+def test_measures_table_breaks_no_word_at_any_width(tmp_path, monkeypatch, width):
+    """`measure`'s table: a table where its columns fit with no word broken, else a record a measurement,
+    at 80 columns as at 44: every heading and figure whole on its line."""
+    from autodiscovery import cli as cli_module
+
+    for console in (cli_module.console, cli_module.err):
+        monkeypatch.setattr(console, "_width", width)
+    (tmp_path / "builtin.py").write_text(VARIANTS["builtin"])
+    monkeypatch.chdir(tmp_path)
+    res = cli("measure", "builtin.py", "--campaign", campaign_file(tmp_path), "--repeat", "2")
+    assert res.exit_code == 0, res.output
+    table = [line for line in res.output.splitlines() if not line.startswith("spread of")]  # a message: unwrapped
+    assert all(len(line) <= width for line in table), res.output
+    words = {w.strip("·") for line in table for w in line.replace("│", " ").split()}
+    assert {"builtin.py:", "gate", "measurement", "status", "ok", "calls/s", "eval"} <= words, res.output
+    assert len(re.findall(r"(?<![\d.])\d\.\d{4}(?![\d.])", res.output)) >= 2, res.output  # each ms figure whole
 
 
 def test_measure_records_its_measurements_where_asked(tmp_path, wide):

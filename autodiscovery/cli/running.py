@@ -254,7 +254,7 @@ def measure(
     outcomes, run_id = runner.measure(str(kernel), campaign, list(set_ or []), repeat, harness=harness,
                                       store=store(db, create=True) if record else None)
     objective = harness.objective
-    console.print(display.measure_table(str(kernel), outcomes, harness))
+    console.print(sections_table([display.measure_section(str(kernel), outcomes, harness)]))
     scores = [o.score for o in outcomes if o.score is not None]
     if len(scores) > 1:
         med = statistics.median(scores)

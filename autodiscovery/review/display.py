@@ -192,26 +192,25 @@ def candidates_table(rows: list[dict], harness: Shown) -> Table:
     return whole(compact("candidates"), cells, heads, cut="decision")
 
 
-def measure_table(kernel: str, outcomes: list, harness: Shown) -> Table:
+def measure_section(kernel: str, outcomes: list, harness: Shown) -> Section:
     """Each measurement of one kernel file: its status, the objective with its interval and the harness's
-    columns, how long the evaluation took, and why it failed where it did."""
+    columns, how long the evaluation took, and why it failed where it did (laid out by `sections_table`:
+    no word broken at any width)."""
     objective = harness.objective
-    t = Table(title=f"{kernel}: gate and measurement ({objective.name})")
     heads = ["#", "status", *figure_heads(harness, "measure", False), objective.name,
              *(["CI"] if objective.interval else []), *figure_heads(harness, "measure", True), "eval s", "detail"]
-    for col in heads:
-        t.add_column(col, overflow="fold")
     precise = objective.spec if objective.spec.endswith("d") else ".4f"
+    rows = []
     for i, o in enumerate(outcomes):
         ok = o.status == EvalStatus.ok
         m = o.metrics if ok else {}
         figures = {c.key: c.value(m, {}) for c in columns(harness, "measure")}
         low, high = objective.bounds(m) or (None, None)
         ci = [interval(objective, low, high, spec=".4f")] if objective.interval else []
-        t.add_row(str(i + 1), o.status, *figure_cells(harness, "measure", figures, False),
-                  fmt(o.score, precise), *ci, *figure_cells(harness, "measure", figures, True), fmt(o.seconds, ".2f"),
-                  "" if ok else (o.log.splitlines() or [""])[0][:100])
-    return t
+        rows.append([str(i + 1), str(o.status), *figure_cells(harness, "measure", figures, False),
+                     fmt(o.score, precise), *ci, *figure_cells(harness, "measure", figures, True),
+                     fmt(o.seconds, ".2f"), "" if ok else escape((o.log.splitlines() or [""])[0][:100])])
+    return Section("measure", f"{kernel}: gate and measurement ({objective.name})", heads, rows)
 
 
 def llm_table(rows: list[dict]) -> Table:
