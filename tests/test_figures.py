@@ -97,7 +97,7 @@ UNTAGGED_AT_MOST = {
     "docs/concepts/agents.md": 1,
     "docs/concepts/loop.md": 8,
     "docs/concepts/trust.md": 8,
-    "docs/guides/codesign.md": 10,
+    "docs/guides/codesign.md": 9,
     "docs/guides/llm-agent.md": 1,
     "docs/guides/own-op.md": 2,
     "docs/guides/reviewing.md": 6,
