@@ -8,7 +8,8 @@ that is: the database (from the project's root), the run (`RUN`) or candidate (`
 quantity (below). The number right after the tag is the figure as printed; the check recomputes the
 quantity, unrounded, and fails where the printed number is not it rounded to the places printed (a
 count, exactly). `python -m autodiscovery.figures` lists every figure with its value; `--check` exits 1
-on the first list of those that drifted (the tests run it on every page).
+on the first list of those that drifted (the tests run it on every page); `--untagged` lists what reads
+as a measured figure and carries no tag (the tests hold each page's count from growing).
 
 Quantities, `NAME` or `NAME:ARG`, and `*N` after any of them to print it scaled (`*100`: a fraction as a
 percentage; `*1000`: milliseconds as microseconds):
