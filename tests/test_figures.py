@@ -142,3 +142,18 @@ def test_what_reads_as_an_untagged_figure(tmp_path):
         "```\n3.0× in code\n```\n<!-- suite: docs/x.db run 1 -->\n| 0.993 | 4.0× |\n<!-- end -->\nafter 5 ms\n")
     got = figures.untagged(tmp_path)
     assert got == {"README.md": [(1, "1.234×"), (1, "12.5 µs"), (1, "97%"), (1, "81 s"), (9, "5 ms")]}
+
+
+def test_a_keeps_distance_and_when_it_was_measured(project):
+    """`over:SEQ`: a candidate's objective over another's of the run (h100_run.db's #6, 1.00896× cuBLAS,
+    over #5's 0.89280: 1.130); `measured_at`: its first benchmark's end, before its decision (`kept_at`);
+    a candidate the run does not have is an error, not a figure."""
+    tag = "<!-- fig docs/runs/run.db 1/6 {what} -->{figure}"
+    assert page(project, tag.format(what="over:5", figure="1.130") + " apart, " +
+                tag.format(what="measured_at", figure="47.1") + " s in, " +
+                tag.format(what="kept_at", figure="50.8") + " s") == []
+    (wrong,) = page(project, tag.format(what="over:5", figure="1.13") + " and " +
+                    tag.format(what="over:5", figure="1.140"))
+    assert "the database says 1.130" in wrong
+    (missing,) = page(project, tag.format(what="over:99", figure="1.0"))
+    assert "has no objective to divide by" in missing
