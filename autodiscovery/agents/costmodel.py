@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autodiscovery import AutoDiscoveryError
 from autodiscovery.agents.space import Space
 from autodiscovery.agents.warm import Best, settings_text
 from autodiscovery.toolkit.gbt import Trees
@@ -360,7 +361,7 @@ def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit
 
 
 def main(argv: list[str]) -> int:
-    """The held-out ranking over the shipped runs of a campaign's harness: a table; with --out, JSON."""
+    """Each shape shipped under docs/ left out in turn: the cost model's ranking beside the fit's (--out: JSON)."""
     import argparse
 
     from autodiscovery import campaign as campaigns
@@ -368,8 +369,7 @@ def main(argv: list[str]) -> int:
     from autodiscovery.agents import warm
     from autodiscovery.agents.search import SearchAgent
 
-    ap = argparse.ArgumentParser(prog="python -m autodiscovery.agents.costmodel", description="Each shape shipped "
-                                 "under docs/ left out in turn: the model's ranking of its configurations and the fit's.")
+    ap = argparse.ArgumentParser(prog="python -m autodiscovery.agents.costmodel", description=main.__doc__)
     ap.add_argument("--campaign", default=campaigns.DEFAULT_CAMPAIGN, help="whose harness and space")
     ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
     ap.add_argument("leave_out", nargs="*", metavar="!PATTERN", help="kernel databases to leave out")
@@ -378,13 +378,11 @@ def main(argv: list[str]) -> int:
     space, problem, names = SearchAgent(c).space, c.problem.model_dump(mode="json"), list(c.problem.names())
     found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *args.leave_out])], registry.harness(c.harness.name), space,
                     {k: v for k, v in problem.items() if k not in names}, names)
-    fits = Fits(c, space)
-    first = names[0]
-    result = held_out(found, space, fits, group=lambda sizes: f"{first} {'<' if dict(sizes)[first] < 512 else '≥'} 512")
+    result = held_out(found, space, Fits(c, space),
+                      group=lambda sizes: f"{names[0]} {'<' if dict(sizes)[names[0]] < 512 else '≥'} 512")
     rows = [{"ranking": label, **r} for label, r in
             sorted(result.items(), key=lambda kv: (kv[0].count(","), kv[0].partition(",")[2], kv[0])) if r.get("shapes")]
-    pairs = len({x.shape for x in found})
-    print(f"{len(found)} benchmarks at {pairs} (GPU, shape) pairs; each shape left out in turn")
+    print(f"{len(found)} benchmarks at {(pairs := len({x.shape for x in found}))} (GPU, shape) pairs; each left out in turn")
     print(f"{'ranking by':20} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
     for r in rows:
         print(f"{r['ranking']:20} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
@@ -396,4 +394,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except AutoDiscoveryError as exc:
+        sys.exit(f"error: {exc}")
