@@ -62,7 +62,7 @@ def test_each_tool_checks_the_candidates_kernels_by_name_but_initcheck_every_ker
     assert mem[mem.index("--tool") + 1] == "memcheck" and mem[-2:] == argv
     assert [mem[i + 1] for i, a in enumerate(mem) if a == "--kernel-name"] == ["kne=a", "kne=b"]
     assert "--kernel-name" not in sanitize.command("/x/compute-sanitizer", "initcheck", ["a"], argv)
-    assert "all" == (r := sanitize.command("cs", "racecheck", ["a"], argv))[r.index("--racecheck-report") + 1]
+    assert "analysis" == (r := sanitize.command("cs", "racecheck", ["a"], argv))[r.index("--racecheck-report") + 1]
     # memcheck pads every allocation: a write a MiB past a buffer lands in no neighbour
     assert int(mem[mem.index("--padding") + 1]) > 1 << 20
     assert "--padding" not in r
