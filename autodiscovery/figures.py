@@ -5,7 +5,12 @@ A figure is written after a tag that names where it comes from:
     **<!-- fig docs/h100-default-run-cost/run.db 1/6 score -->1.020× cuBLAS**
 
 that is: the database (from the project's root), the run (`RUN`) or candidate (`RUN/SEQ`), and the
-quantity (below). The number right after the tag is the figure as printed; the check recomputes the
+quantity (below). A figure made of two quantities names both, joined by `over` (their ratio), `vs` (the
+first's change against the second: a/b − 1), `minus` or `plus`, and may end in `*N`:
+
+    <!-- fig docs/codesign-512/singles.db 1 best vs docs/codesign-512/run.db 1 summary:phases.1.cycles *100 -->−1.3%
+
+The number right after the tag is the figure as printed; the check recomputes the
 quantity, unrounded, and fails where the printed number is not it rounded to the places printed (a
 count, exactly). `python -m autodiscovery.figures` lists every figure with its value; `--check` exits 1
 on the first list of those that drifted (the tests run it on every page); `--untagged` lists what reads
@@ -50,7 +55,13 @@ from typing import Any
 
 from autodiscovery import ROOT, AutoDiscoveryError
 
-TAG = re.compile(r"<!-- fig (?P<db>\S+) (?P<ref>all|file|\d+(?:/\d+)?) (?P<what>\S+) -->[\s*_]*(?P<figure>[−+-]?\d[\d,]*(?:\.\d+)?)")
+_REF = r"all|file|\d+(?:/\d+)?"
+TAG = re.compile(rf"<!-- fig (?P<db>\S+) (?P<ref>{_REF}) (?P<what>\S+)"
+                 rf"(?: (?P<op>over|vs|minus|plus) (?P<db2>\S+) (?P<ref2>{_REF}) (?P<what2>\S+)(?: \*(?P<scale>[\d.]+))?)?"
+                 r" -->[\s*_]*(?P<figure>[−+-]?\d[\d,]*(?:\.\d+)?)")
+OPS = {"over": lambda a, b: a / b, "vs": lambda a, b: a / b - 1, "minus": lambda a, b: a - b, "plus": lambda a, b: a + b}
+"""How a figure of two quantities is made from them: their ratio, the first's change against the second, their
+difference, their sum."""
 
 
 class FigureError(AutoDiscoveryError):
@@ -65,9 +76,16 @@ class Figure:
     ref: str
     what: str
     printed: str
+    op: str | None = None
+    """`over`, `vs`, `minus` or `plus` where the figure is made of two quantities (the second: `other`)."""
+    other: tuple[str, str, str] | None = None
+    """The second quantity's database, reference and name."""
+    scale: float = 1.0
+    """What a figure of two quantities is printed scaled by (`*100`: a change as a percentage)."""
 
     def __str__(self) -> str:
-        return f"{self.page}:{self.line}: {self.printed} ({self.db} {self.ref} {self.what})"
+        second = f" {self.op} {' '.join(self.other)}{f' *{self.scale:g}' if self.scale != 1 else ''}" if self.other else ""
+        return f"{self.page}:{self.line}: {self.printed} ({self.db} {self.ref} {self.what}{second})"
 
 
 def found(root: Path = ROOT) -> list[Figure]:
@@ -78,7 +96,8 @@ def found(root: Path = ROOT) -> list[Figure]:
         text = path.read_text()
         for m in TAG.finditer(text):
             out.append(Figure(str(path.relative_to(root)), text.count("\n", 0, m.start()) + 1, m["db"], m["ref"],
-                              m["what"], m["figure"]))
+                              m["what"], m["figure"], m["op"], (m["db2"], m["ref2"], m["what2"]) if m["op"] else None,
+                              float(m["scale"] or 1)))
     return out
 
 
@@ -132,6 +151,18 @@ class Reader:
         return self.stores[db]
 
     def value(self, f: Figure) -> float:
+        """The figure's value: its quantity, or its two quantities made one (`OPS`) and scaled."""
+        first = self.quantity(f.db, f.ref, f.what)
+        if f.op is None or f.other is None:
+            return first
+        second = self.quantity(*f.other)
+        if f.op in ("over", "vs") and second == 0:
+            raise FigureError(f"{' '.join(f.other)} is 0: nothing to divide by")
+        return OPS[f.op](first, second) * f.scale
+
+    def quantity(self, db: str, ref: str, what: str) -> float:
+        """A quantity (`what`, scaled by its `*N`) of a run, a candidate, a database or a file."""
+        f = Figure("", 0, db, ref, what, "")
         what, _, factor = f.what.rpartition("*") if "*" in f.what else (f.what, "", "1")
         try:
             scale = float(factor)

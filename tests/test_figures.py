@@ -85,6 +85,22 @@ def test_the_quantities_read_what_the_run_recorded(project):
     assert "the database says 1.4210" in drift
 
 
+def test_a_figure_of_two_quantities(project):
+    """Two quantities made one: #6's score over #1's (a ratio), its change against it as a percentage, their
+    difference and sum; a drifted one fails naming both, and a ratio to nothing is an error, not a crash."""
+    values = figures.Reader(project)
+    six, one = (values.quantity("docs/runs/run.db", f"1/{seq}", "score") for seq in (6, 1))
+    tag = "<!-- fig docs/runs/run.db 1/6 score {op} docs/runs/run.db 1/1 score{scale} -->{figure}"
+    cases = [("over", "", f"{six / one:.4f}×"), ("vs", " *100", f"{(six / one - 1) * 100:+.2f}%"),
+             ("minus", "", f"{six - one:.5f}"), ("plus", "", f"{six + one:.5f}")]
+    assert page(project, " ".join(tag.format(op=o, scale=s, figure=f) for o, s, f in cases)) == []
+    (drift,) = page(project, tag.format(op="over", scale="", figure=f"{six / one + 0.01:.4f}"))
+    assert "(docs/runs/run.db 1/6 score over docs/runs/run.db 1/1 score): the database says" in drift
+    (project / "docs" / "runs" / "zero.json").write_text('{"none": 0}')
+    (zero,) = page(project, "<!-- fig docs/runs/run.db 1/6 score over docs/runs/zero.json file none -->1")
+    assert "docs/runs/zero.json file none is 0: nothing to divide by" in zero
+
+
 def _measured(values: figures.Reader, seq: int) -> bool:
     try:
         return values.value(figures.Figure("x", 0, "docs/runs/run.db", f"1/{seq}", "eval_s:benchmark", "0")) is not None
