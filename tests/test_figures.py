@@ -114,7 +114,6 @@ UNTAGGED_AT_MOST = {
     "docs/concepts/loop.md": 4,
     "docs/concepts/trust.md": 3,
     "docs/guides/codesign.md": 6,
-    "docs/guides/reviewing.md": 6,
     "docs/guides/scale-out.md": 7,
     "docs/reference/campaign.md": 5,
     "docs/results/3000x5000x2000.md": 7,
