@@ -12,7 +12,7 @@ from shapes import record_run
 
 from autodiscovery import campaign as campaigns
 from autodiscovery import registry
-from autodiscovery.agents import costmodel, warm
+from autodiscovery.agents import costmodel, held_out, warm
 from autodiscovery.agents.search import SearchAgent
 from autodiscovery.agents.space import Space
 from autodiscovery.store import Evaluation, Store
@@ -94,13 +94,29 @@ def test_at_shapes_it_has_not_seen_the_model_ranks_far_better_than_the_fit(shipp
     autodiscovery.agents.costmodel` measures every shape: the results page gives it)."""
     found, space, fits = shipped
     assert len(found) > 1000 and len({x.sizes for x in found}) > 30
-    result = costmodel.held_out(found, space, fits, only=16)
+    result = held_out.held_out(found, space, fits, only=16)
     model, fit = result["cost model"], result["fit"]
     assert model["shapes"] == fit["shapes"] >= 16
     assert model["spearman"] > fit["spearman"] + 0.1
     # its first pick costs less; is it the best as often at least (in steps of 1/16 here: over every shipped
     # shape the results page gives 42% against 20%)
     assert model["regret"] < fit["regret"] and model["first_is_best"] >= fit["first_is_best"]
+
+
+def test_the_picks_are_of_other_tiles_while_the_ranking_has_them():
+    """The cost model's picks, best first, each of a family, tile and K split no earlier pick has (two
+    configurations a ring's depth apart teach a run little more than one); where the ranking runs out of
+    other kinds, the rest in order. The held-out ranking scores the best of its picks the same way."""
+    kinds = [("cluster", "[128, 128]", 1), ("cluster", "[128, 128]", 1), ("cluster", "[64, 128]", 1),
+             ("splitk", "[128, 128]", 2)]
+    assert costmodel.picks(kinds, 2) == [0, 2]
+    assert costmodel.picks(kinds, 3) == [0, 2, 3]
+    assert costmodel.picks([kinds[0]] * 3, 2) == [0, 1]
+    predicted = np.log([1.0, 1.01, 1.2, 1.3])
+    measured = np.log([1.3, 1.3, 1.0, 1.1])  # the two it rates best, of one tile, are the slow ones
+    diverse = held_out.rank_quality(predicted, measured, kinds)
+    assert diverse["regret"] == pytest.approx(1.3) and diverse["regret_of_2"] == pytest.approx(1.0)
+    assert held_out.rank_quality(predicted, measured)["regret_of_2"] == pytest.approx(1.3)  # in order
 
 
 def test_the_search_learns_at_its_start_and_orders_by_the_corrected_fit(shipped):

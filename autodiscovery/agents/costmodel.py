@@ -23,7 +23,6 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -295,102 +294,38 @@ def fastest(found: list[Lesson], space: Space, fits: ShapeOrder, learned: str | 
         if not fam.violations(knobs, fits.shape) and (f := fits.fit(fam, knobs)) is not None:
             rated.append((f.estimate, family, canon(knobs), knobs, f))
     rated.sort(key=lambda r: r[:3])
+    chosen = [rated[i] for i in picks([kind(family, f) for _, family, _, _, f in rated], n)]
     return [(family, knobs, f"The cost model's pick ({learned}): {family} at {settings_text(knobs)}, of the "
-                            f"{len(rated)} configurations recorded there the fastest here by its estimate: {f.describe()}.")
-            for _, family, _, knobs, f in rated[:n]]
+                            f"{len(rated)} configurations recorded there the fastest here by its estimate"
+                            f"{'' if i == 0 else ' of another tile'}: {f.describe()}.")
+            for i, (_, family, _, knobs, f) in enumerate(chosen)]
 
 
-def _ranks(a: np.ndarray) -> np.ndarray:
-    order = np.argsort(a, kind="stable")
-    ranks = np.empty(len(a))
-    ranks[order] = np.arange(len(a))
-    for v in np.unique(a):  # ties share their mean rank
-        ranks[a == v] = ranks[a == v].mean()
-    return ranks
+def kind(family: str, fit: Any) -> tuple:
+    """What two picks should not share: the family, and the tile and K split its fit states (a ring's depth or
+    an epilogue apart, two configurations teach a run little more than one)."""
+    stated = fit.as_dict() if hasattr(fit, "as_dict") else {}
+    return family, str(stated.get("tile")), stated.get("split")
 
 
-def rank_quality(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
-    """How a ranking by `predicted` (lower first) agrees with the measured log times: Spearman's rank
-    correlation, whether its first pick is the measured best (within 1%), and its regret (the measured
-    time of its first pick over the best's)."""
-    best = int(np.argmin(measured))
-    pick = int(np.argmin(predicted))
-    spearman = (float(np.corrcoef(_ranks(predicted), _ranks(measured))[0, 1])
-                if np.std(measured) > 0 and np.std(predicted) > 0 else 0.0)
-    return {"spearman": spearman if np.isfinite(spearman) else 0.0,
-            "first_is_best": float(measured[pick] <= measured[best] + math.log(1.01)),
-            "regret": float(np.exp(measured[pick] - measured[best]))}
-
-
-def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit | None], least: int = 5,
-             only: int | None = None, group: Callable[[tuple], str] | None = None) -> dict[str, dict[str, float]]:
-    """Each shape (its sizes, on every GPU) with at least `least` configurations measured, left out in turn
-    (`only` of them, spread evenly over the shapes in the order of their sizes): the model learnt from the
-    others, its ranking and the fit's of that shape's configurations on each GPU. Means over the shapes,
-    and the worst regret; with `group` (sizes -> a label), the same over each group's shapes too (keyed
-    "cost model, LABEL")."""
-    by_shape: dict[tuple, list[Lesson]] = {}
-    for x in lessons:
-        if fit_of(x) is not None:
-            by_shape.setdefault(x.sizes, []).append(x)
-    shapes = sorted(k for k, v in by_shape.items() if len(v) >= least)
-    if only is not None and len(shapes) > only:
-        shapes = [shapes[i * len(shapes) // only] for i in range(only)]
-    out: dict[str, list[dict[str, float]]] = {}
-    for sizes in shapes:
-        model = CostModel.learn([x for x in lessons if x.sizes != sizes], space, fit_of)
-        if model is None:
-            continue
-        for gpu in sorted({x.gpu for x in by_shape[sizes]}):
-            test = [x for x in by_shape[sizes] if x.gpu == gpu]
-            if len(test) < least:
-                continue
-            measured = np.array([x.log_time for x in test])
-            fits = [fit_of(x) for x in test]
-            est = np.array([math.log(f.estimate) for f in fits if f is not None])
-            learned = est + np.log([model.factor(x.gpu, x.sizes, x.family, x.knobs, f)
-                                    for x, f in zip(test, fits) if f is not None])
-            for name, ranked in (("cost model", learned), ("fit", est)):
-                quality = rank_quality(ranked, measured)
-                out.setdefault(name, []).append(quality)
-                if group is not None:
-                    out.setdefault(f"{name}, {group(sizes)}", []).append(quality)
-    return {name: {"shapes": len(rows), **{k: statistics.fmean(r[k] for r in rows) for k in rows[0]},
-                   "worst_regret": max(r["regret"] for r in rows)} if rows else {"shapes": 0}
-            for name, rows in (out or {"cost model": [], "fit": []}).items()}
+def picks(kinds: list[tuple], n: int) -> list[int]:
+    """The first `n` of a ranking (indices, best first) as the search tries them: each of another `kind` than
+    those before it while the ranking has one, then the rest in order."""
+    out: list[int] = []
+    seen: set[tuple] = set()
+    for i, k in enumerate(kinds):
+        if len(out) < n and k not in seen:
+            out.append(i)
+            seen.add(k)
+    out += [i for i in range(len(kinds)) if i not in out][:n - len(out)]
+    return sorted(out)
 
 
 def main(argv: list[str]) -> int:
-    """Each shape shipped under docs/ left out in turn: the cost model's ranking beside the fit's (--out: JSON)."""
-    import argparse
+    """`python -m autodiscovery.agents.costmodel`: the held-out ranking (`held_out.py`)."""
+    from autodiscovery.agents.held_out import main as held_out_main
 
-    from autodiscovery import campaign as campaigns
-    from autodiscovery import provenance, registry
-    from autodiscovery.agents import warm
-    from autodiscovery.agents.search import SearchAgent
-
-    ap = argparse.ArgumentParser(prog="python -m autodiscovery.agents.costmodel", description=main.__doc__)
-    ap.add_argument("--campaign", default=campaigns.DEFAULT_CAMPAIGN, help="whose harness and space")
-    ap.add_argument("--out", type=Path, help="also write the rows as JSON here")
-    ap.add_argument("leave_out", nargs="*", metavar="!PATTERN", help="kernel databases to leave out")
-    args = ap.parse_args(argv)
-    c = campaigns.load(args.campaign)
-    space, problem, names = SearchAgent(c).space, c.problem.model_dump(mode="json"), list(c.problem.names())
-    found = lessons([(s, None) for s in warm.kernel_stores(["shipped", *args.leave_out])], registry.harness(c.harness.name), space,
-                    {k: v for k, v in problem.items() if k not in names}, names)
-    result = held_out(found, space, Fits(c, space),
-                      group=lambda sizes: f"{names[0]} {'<' if dict(sizes)[names[0]] < 512 else '≥'} 512")
-    rows = [{"ranking": label, **r} for label, r in
-            sorted(result.items(), key=lambda kv: (kv[0].count(","), kv[0].partition(",")[2], kv[0])) if r.get("shapes")]
-    print(f"{len(found)} benchmarks at {(pairs := len({x.shape for x in found}))} (GPU, shape) pairs; each left out in turn")
-    print(f"{'ranking by':20} {'shapes':>6} {'spearman':>9} {'first is best':>14} {'regret':>7} {'worst':>7}")
-    for r in rows:
-        print(f"{r['ranking']:20} {r['shapes']:6d} {r['spearman']:9.3f} {r['first_is_best']:14.2f} {r['regret']:7.4f} "
-              f"{r['worst_regret']:7.4f}")
-    if args.out:
-        args.out.write_text(json.dumps({"campaign": c.name, "code": provenance.code(), "benchmarks": len(found),
-                                        "pairs": pairs, "rows": rows}, indent=1) + "\n")
-    return 0
+    return held_out_main(argv)
 
 
 if __name__ == "__main__":
