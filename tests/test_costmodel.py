@@ -116,6 +116,7 @@ def test_the_picks_are_of_other_tiles_while_the_ranking_has_them():
     measured = np.log([1.3, 1.3, 1.0, 1.1])  # the two it rates best, of one tile, are the slow ones
     diverse = held_out.rank_quality(predicted, measured, kinds)
     assert diverse["regret"] == pytest.approx(1.3) and diverse["regret_of_2"] == pytest.approx(1.0)
+    assert diverse["regret_of_2_in_order"] == pytest.approx(1.3)
     assert held_out.rank_quality(predicted, measured)["regret_of_2"] == pytest.approx(1.3)  # in order
 
 

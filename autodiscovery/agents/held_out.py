@@ -38,17 +38,19 @@ def rank_quality(predicted: np.ndarray, measured: np.ndarray, kinds: list[tuple]
     """How a ranking by `predicted` (lower first) agrees with the measured log times: Spearman's rank
     correlation, whether its first pick is the measured best (within 1%), its regret (the measured
     time of its first pick over the best's), and the regret of the best of its first `n` picks as the
-    search makes them (`picks`, each of another of `kinds`; in order without them)."""
+    search makes them (`picks`, each of another of `kinds`; in order without them) and in its order."""
     best = int(np.argmin(measured))
     pick = int(np.argmin(predicted))
     spearman = (float(np.corrcoef(_ranks(predicted), _ranks(measured))[0, 1])
                 if np.std(measured) > 0 and np.std(predicted) > 0 else 0.0)
     order = [int(i) for i in np.argsort(predicted, kind="stable")]
     chosen = [order[i] for i in picks([kinds[i] for i in order] if kinds else [(i,) for i in order], n)]
+    in_order = order[:n]
     return {"spearman": spearman if np.isfinite(spearman) else 0.0,
             "first_is_best": float(measured[pick] <= measured[best] + math.log(1.01)),
             "regret": float(np.exp(measured[pick] - measured[best])),
-            f"regret_of_{n}": float(np.exp(min(measured[i] for i in chosen) - measured[best]))}
+            f"regret_of_{n}": float(np.exp(min(measured[i] for i in chosen) - measured[best])),
+            f"regret_of_{n}_in_order": float(np.exp(min(measured[i] for i in in_order) - measured[best]))}
 
 
 def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit | None], least: int = 5,
