@@ -47,7 +47,7 @@ class SearchSettings(Strict):
     """Learn a cost model from the benchmarks recorded in the databases the warm start reads (the run's
     own and `kernels`): where the harness's fit of the shape is wrong, by family, knobs, shape and GPU
     (`costmodel.py`). Every fit the search orders its moves by is corrected by it, and its two fastest
-    picks among the configurations recorded there are tried after the warm start's."""
+    picks among the configurations recorded there (the second of another tile) are tried after the warm start's."""
     own_records: bool = True
     """Warm-start from this campaign's own earlier runs found in the `kernels` databases too (false: a
     benchmark of the search on shapes it has not seen learns nothing from its own earlier results there;
