@@ -294,18 +294,21 @@ def fastest(found: list[Lesson], space: Space, fits: ShapeOrder, learned: str | 
         if not fam.violations(knobs, fits.shape) and (f := fits.fit(fam, knobs)) is not None:
             rated.append((f.estimate, family, canon(knobs), knobs, f))
     rated.sort(key=lambda r: r[:3])
-    chosen = [rated[i] for i in picks([kind(family, f) for _, family, _, _, f in rated], n)]
+    chosen = [rated[i] for i in picks([kind(family, knobs, f) for _, family, _, knobs, f in rated], n)]
     return [(family, knobs, f"The cost model's pick ({learned}): {family} at {settings_text(knobs)}, of the "
                             f"{len(rated)} configurations recorded there the fastest here by its estimate"
                             f"{'' if i == 0 else ' of another tile'}: {f.describe()}.")
             for i, (_, family, _, knobs, f) in enumerate(chosen)]
 
 
-def kind(family: str, fit: Any) -> tuple:
+def kind(family: str, knobs: dict[str, Any], fit: Any) -> tuple:
     """What two picks should not share: the family, and the tile and K split its fit states (a ring's depth or
-    an epilogue apart, two configurations teach a run little more than one)."""
+    an epilogue apart, two configurations teach a run little more than one); where the fit states no tile,
+    the configuration itself."""
     stated = fit.as_dict() if hasattr(fit, "as_dict") else {}
-    return family, str(stated.get("tile")), stated.get("split")
+    if "tile" not in stated:
+        return family, canon(knobs)
+    return family, str(stated["tile"]), stated.get("split")
 
 
 def picks(kinds: list[tuple], n: int) -> list[int]:

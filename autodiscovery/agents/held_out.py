@@ -81,7 +81,7 @@ def held_out(lessons: list[Lesson], space: Space, fit_of: Callable[[Lesson], Fit
             est = np.array([math.log(f.estimate) for f in fits if f is not None])
             learned = est + np.log([model.factor(x.gpu, x.sizes, x.family, x.knobs, f)
                                     for x, f in zip(test, fits) if f is not None])
-            kinds = [kind(x.family, f) for x, f in zip(test, fits) if f is not None]
+            kinds = [kind(x.family, x.knobs, f) for x, f in zip(test, fits) if f is not None]
             for name, ranked in (("cost model", learned), ("fit", est)):
                 quality = rank_quality(ranked, measured, kinds)
                 out.setdefault(name, []).append(quality)
