@@ -117,7 +117,7 @@ UNTAGGED_AT_MOST = {
     "docs/guides/scale-out.md": 7,
     "docs/reference/campaign.md": 5,
     "docs/results/3000x5000x2000.md": 7,
-    "docs/results/codesign.md": 30,
+    "docs/results/codesign.md": 29,
     "docs/results/default-run.md": 4,
     "docs/results/gate-calibration.md": 4,
     "docs/results/l2-promotion.md": 1,
