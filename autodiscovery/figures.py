@@ -162,29 +162,29 @@ class Reader:
 
     def quantity(self, db: str, ref: str, what: str) -> float:
         """A quantity (`what`, scaled by its `*N`) of a run, a candidate, a database or a file."""
-        f = Figure("", 0, db, ref, what, "")
-        what, _, factor = f.what.rpartition("*") if "*" in f.what else (f.what, "", "1")
+        named = what
+        what, _, factor = named.rpartition("*") if "*" in named else (named, "", "1")
         try:
             scale = float(factor)
         except ValueError:
-            raise FigureError(f"{f.what}: what follows * is not a number") from None
+            raise FigureError(f"{named}: what follows * is not a number") from None
         name, _, arg = what.partition(":")
-        run, _, seq = f.ref.partition("/")
+        run, _, seq = ref.partition("/")
         if run == "file":  # a measurement's own JSON file, read at a dotted path
-            path = self.root / f.db
+            path = self.root / db
             if not path.is_file():
-                raise FigureError(f"no file {f.db}")
+                raise FigureError(f"no file {db}")
             got = _at(json.loads(path.read_text()), what)
             if not isinstance(got, int | float):
-                raise FigureError(f"{f.db}: {what} has no value")
+                raise FigureError(f"{db}: {what} has no value")
             return float(got) * scale
-        store = self.store(f.db)
+        store = self.store(db)
         if run == "all":
             got = self._database(store, name, arg)
         else:
             got = self._candidate(store, int(run), int(seq), name, arg) if seq else self._run(store, int(run), name, arg)
         if not isinstance(got, int | float):
-            raise FigureError(f"{f.db} {f.ref}: {f.what} has no value")
+            raise FigureError(f"{db} {ref}: {named} has no value")
         return float(got) * scale
 
     @staticmethod
